@@ -1,0 +1,31 @@
+# privagg — the two set-up commands are `make demo` and `make test`; both create .venv if missing.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip --disable-pip-version-check -q
+
+.PHONY: demo test bench venv clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --upgrade pip
+
+venv: $(PY)
+
+# One stamp per extra: reinstall only when pyproject.toml changes.
+$(VENV)/.installed-%: pyproject.toml | $(PY)
+	$(PIP) install -e '.[$*]'
+	touch $@
+
+demo: $(VENV)/.installed-plot
+	$(VENV)/bin/privagg demo
+
+test: $(VENV)/.installed-test
+	$(PY) -m pytest -n 2 -q
+
+bench: $(VENV)/.installed-bench
+	$(PY) benchmarks/noise.py
+	$(PY) benchmarks/histogram.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .hypothesis

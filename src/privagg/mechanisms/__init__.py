@@ -1,0 +1,1 @@
+"""privagg.mechanisms"""
