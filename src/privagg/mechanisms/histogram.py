@@ -1,0 +1,855 @@
+"""Private histograms: the Laplace histogram over a public domain and the stability-based histogram.
+
+Both mechanisms add exact discrete Laplace noise to integer counts (never floating-point noise to
+frequencies) and release noisy counts; frequencies are post-processing. Proofs of every statement
+made here (privacy, thresholds, accuracy bounds) are in ``docs/proofs/histograms.md``.
+
+Layers:
+
+- :func:`laplace_histogram` / :func:`stable_histogram` take data, count it in memory
+  (:mod:`privagg.engines.counting`) and call the count-level functions
+  :func:`laplace_histogram_from_counts` / :func:`stable_histogram_from_counts`, which other engines
+  (DuckDB) call directly with their own :class:`~privagg.engines.counting.KeyCounts`;
+- :class:`LaplaceHistogramParams` / :class:`StableHistogramParams` answer without data: noise
+  scale, threshold, privacy loss, accuracy;
+- :class:`HistogramRelease` is the immutable result. It never holds true counts.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import numbers
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+import mpmath
+import numpy as np
+import pyarrow as pa
+
+from .._validate import check_beta, check_choice, check_delta, check_epsilon, check_positive_int, fail
+from ..engines.counting import Domain, KeyCounts, align_to_domain, as_domain, count_keys, sort_order
+from ..errors import ParameterError
+from ..noise.distributions import DiscreteLaplace
+from ..noise.rational import to_fraction
+from ..noise.rng import resolve_rng
+from ..noise.samplers import discrete_laplace
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.figure import Figure
+
+    from ..accounting import PrivacyLoss
+
+__all__ = [
+    "HistogramRelease",
+    "LaplaceHistogramParams",
+    "StableHistogramParams",
+    "laplace_histogram",
+    "laplace_histogram_from_counts",
+    "stable_histogram",
+    "stable_histogram_from_counts",
+    "stable_threshold",
+    "noise_scale",
+]
+
+NEIGHBORS = ("replace", "add_remove")
+THRESHOLDS = ("tight", "seed")
+_SENSITIVITY = {"replace": 2, "add_remove": 1}  # ℓ1 change of the count vector between neighbours
+
+
+# --------------------------------------------------------------------------------------------
+# data-free parameters
+# --------------------------------------------------------------------------------------------
+
+
+def _exact_epsilon(epsilon: Any, where: str) -> Fraction:
+    """ε as an exact rational, never above the value the ledger records.
+
+    Floats are read as their shortest round-tripping decimal (``0.1`` → 1/10, as
+    :class:`privagg.accounting.PrivacyLoss` does), then rounded *down* to a rational with a
+    denominator ≤ 2^40; the noise scale computed from it is therefore never smaller than the
+    nominal ``sensitivity / ε``.
+    """
+    check_epsilon(where, epsilon)
+    if isinstance(epsilon, (numbers.Integral, Fraction)):
+        value: Any = epsilon
+    else:
+        value = Fraction(repr(float(epsilon)))
+    try:
+        return to_fraction(value, where=where, name="epsilon", direction="down")
+    except ParameterError:  # too small for the bounded denominator: name the value as given
+        raise fail(where, "epsilon", "a finite number >= 2**-40", epsilon) from None
+
+
+@functools.lru_cache(maxsize=256)
+def _scale_cached(epsilon: Any, neighbors: str, where: str) -> Fraction:
+    return Fraction(_SENSITIVITY[neighbors]) / _exact_epsilon(epsilon, where)
+
+
+def noise_scale(epsilon: Any, neighbors: str = "replace", *, where: str = "noise_scale") -> Fraction:
+    """Scale t of the discrete Laplace noise on counts: 2/ε (replace-one) or 1/ε (add/remove).
+
+    Exact rational, rounded up (ε is rounded down first), so that shifting one count by 1 changes
+    the probability of any output by a factor of at most e^{1/t} ≤ e^{ε/2} (replace-one) or
+    e^{ε} (add/remove).
+    """
+    check_choice(where, "neighbors", neighbors, NEIGHBORS)
+    check_epsilon(where, epsilon)
+    return _scale_cached(epsilon, neighbors, where)
+
+
+def _charged_delta(delta: float) -> Fraction:
+    """δ for the ledger: the larger of the float's exact value and its shortest decimal reading.
+
+    The threshold guarantees P[Z ≥ T − 1] ≤ δ for the float δ; the ledger reads floats as their
+    shortest decimal, which may be a hair below the float. Charging the larger never undercharges.
+    """
+    return max(Fraction(delta), Fraction(repr(float(delta))))
+
+
+@functools.lru_cache(maxsize=256)
+def _tight_threshold(scale: Fraction, delta: float) -> int:
+    # smallest integer T with P[Z ≥ T − 1] ≤ δ, and never below 1
+    return max(1, 1 + DiscreteLaplace(scale).upper_quantile(delta))
+
+
+@functools.lru_cache(maxsize=256)
+def _seed_threshold(scale: Fraction, delta: float) -> int:
+    # ⌈1 + t·ln(2/δ)⌉, decided with 60 significant digits (t·ln(2/δ) is irrational: no ties)
+    with mpmath.workdps(60):
+        x = mpmath.mpf(scale.numerator) / scale.denominator * mpmath.log(2 / mpmath.mpf(delta))
+        return int(mpmath.ceil(1 + x))
+
+
+def stable_threshold(epsilon: Any, delta: Any, neighbors: str = "replace", rule: str = "tight") -> int:
+    """Threshold T (in counts) of :func:`stable_histogram`: a key is kept iff its noisy count ≥ T.
+
+    Parameters
+    ----------
+    epsilon : float
+        ε > 0.
+    delta : float
+        δ in (0, 1).
+    neighbors : {"replace", "add_remove"}
+        Neighbour relation; fixes the noise scale t = 2/ε or 1/ε (:func:`noise_scale`).
+    rule : {"tight", "seed"}
+        ``"tight"``: the smallest integer T ≥ 1 with P[Z ≥ T − 1] ≤ δ for Z ~ discrete
+        Laplace(t), decided exactly. ``"seed"``: the seed's τ·n = 1 + t·ln(2/δ), rounded up to an
+        integer (the comparison with an integer count is the same).
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> stable_threshold(1.0, 1e-6, "replace"), stable_threshold(1.0, 1e-6, "add_remove")
+    (28, 15)
+    >>> stable_threshold(1.0, 1e-6, "replace", rule="seed")
+    31
+    """
+    return StableHistogramParams.build(epsilon, delta, neighbors, rule, where="stable_threshold").threshold
+
+
+def _beta_all(beta: float, m: int) -> float:
+    """Per-draw tail β' with 1 − (1 − β')^m ≤ β (independent draws), rounded down."""
+    return -math.expm1(math.log1p(-beta) / m) * (1 - 1e-9)
+
+
+@functools.lru_cache(maxsize=1024)
+def _abs_quantile_all(scale: Fraction, m: int, beta: float) -> int:
+    """Smallest k ≥ 0 with P[max of m iid |Z_i| > k] ≤ β, up to the rounding of β'."""
+    return DiscreteLaplace(scale).abs_quantile(_beta_all(beta, m))
+
+
+@functools.lru_cache(maxsize=1024)
+def _abs_quantile(scale: Fraction, beta: float) -> int:
+    return DiscreteLaplace(scale).abs_quantile(beta)
+
+
+@functools.lru_cache(maxsize=1024)
+def _sum_abs_quantile(scale: Fraction, m: int, beta: float) -> int:
+    return DiscreteLaplace(scale).sum_abs_quantile(m, beta)
+
+
+@dataclass(frozen=True)
+class LaplaceHistogramParams:
+    """Public parameters of :func:`laplace_histogram`; answers without data.
+
+    Attributes
+    ----------
+    epsilon : float
+    neighbors : {"replace", "add_remove"}
+    bins : int
+        Number of noisy counts: the domain size, plus one with ``other=True``.
+    scale : Fraction
+        Discrete Laplace scale t of every count (:func:`noise_scale`).
+    """
+
+    epsilon: float
+    neighbors: str
+    bins: int
+    scale: Fraction
+
+    @classmethod
+    def build(
+        cls, epsilon: Any, neighbors: str, bins: int, *, where: str = "laplace_histogram"
+    ) -> LaplaceHistogramParams:
+        eps = check_epsilon(where, epsilon)
+        check_choice(where, "neighbors", neighbors, NEIGHBORS)
+        return cls(eps, neighbors, int(bins), noise_scale(epsilon, neighbors, where=where))
+
+    @property
+    def delta(self) -> float:
+        return 0.0
+
+    @property
+    def epsilon_exact(self) -> Fraction:
+        """The ε the noise actually gives: sensitivity / scale (≤ ε, exact)."""
+        return Fraction(_SENSITIVITY[self.neighbors]) / self.scale
+
+    @property
+    def privacy_loss(self) -> PrivacyLoss:
+        """ε-DP (pure) under the chosen neighbour relation, with ε = :attr:`epsilon_exact`."""
+        from ..accounting import PrivacyLoss
+
+        return PrivacyLoss.pure(self.epsilon_exact)
+
+    def count_error_bound(self, beta: float = 0.05) -> int:
+        """k such that with probability ≥ 1 − β every noisy count is within k of its true count."""
+        beta = check_beta("LaplaceHistogramParams.count_error_bound", beta)
+        return _abs_quantile_all(self.scale, self.bins, beta)
+
+    def public_parameters(self) -> dict[str, Any]:
+        return {
+            "epsilon": self.epsilon,
+            "neighbors": self.neighbors,
+            "bins": self.bins,
+            "scale": str(self.scale),
+        }
+
+
+@dataclass(frozen=True)
+class StableHistogramParams:
+    """Public parameters of :func:`stable_histogram`; answers without data.
+
+    Attributes
+    ----------
+    epsilon, delta : float
+    neighbors : {"replace", "add_remove"}
+    threshold_rule : {"tight", "seed"}
+    scale : Fraction
+        Discrete Laplace scale t (:func:`noise_scale`).
+    threshold : int
+        T: a present key is kept iff its noisy count ≥ T (:func:`stable_threshold`).
+    """
+
+    epsilon: float
+    delta: float
+    neighbors: str
+    threshold_rule: str
+    scale: Fraction
+    threshold: int
+
+    @classmethod
+    def build(
+        cls,
+        epsilon: Any,
+        delta: Any,
+        neighbors: str = "replace",
+        threshold: str = "tight",
+        *,
+        where: str = "stable_histogram",
+    ) -> StableHistogramParams:
+        eps = check_epsilon(where, epsilon)
+        dlt = check_delta(where, delta)
+        check_choice(where, "neighbors", neighbors, NEIGHBORS)
+        check_choice(where, "threshold", threshold, THRESHOLDS)
+        scale = noise_scale(epsilon, neighbors, where=where)
+        t = _tight_threshold(scale, dlt) if threshold == "tight" else _seed_threshold(scale, dlt)
+        return cls(eps, dlt, neighbors, threshold, scale, t)
+
+    @property
+    def release_probability(self) -> float:
+        """P[Z ≥ T − 1]: the probability that a key of count 1 is released (≤ δ; rounded up)."""
+        return DiscreteLaplace(self.scale).sf(self.threshold - 1)
+
+    @property
+    def epsilon_exact(self) -> Fraction:
+        """The ε the noise actually gives: sensitivity / scale (≤ ε, exact)."""
+        return Fraction(_SENSITIVITY[self.neighbors]) / self.scale
+
+    @property
+    def privacy_loss(self) -> PrivacyLoss:
+        """(ε, δ)-DP under the chosen neighbour relation (ε = :attr:`epsilon_exact`)."""
+        from ..accounting import PrivacyLoss
+
+        return PrivacyLoss.approx(self.epsilon_exact, _charged_delta(self.delta))
+
+    def count_error_bound(self, beta: float = 0.05, *, max_keys: int | None = None) -> float:
+        """k such that with probability ≥ 1 − β every key (released or not) has |released − true| ≤ k.
+
+        Released keys are off by their noise; a suppressed key of true count F has noisy count
+        F + Z ≤ T − 1, so F ≤ T − 1 + |Z|. A union over the present keys needs their number: at
+        most n under replace-one; under add/remove give a public bound ``max_keys`` (else ∞).
+        """
+        where = "StableHistogramParams.count_error_bound"
+        beta = check_beta(where, beta)
+        if max_keys is None:
+            return math.inf
+        m = check_positive_int(where, "max_keys", max_keys)
+        return float(self.threshold - 1 + _abs_quantile_all(self.scale, m, beta))
+
+    def public_parameters(self) -> dict[str, Any]:
+        return {
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "neighbors": self.neighbors,
+            "threshold_rule": self.threshold_rule,
+            "threshold": self.threshold,
+            "scale": str(self.scale),
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# the release
+# --------------------------------------------------------------------------------------------
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
+@dataclass(frozen=True, eq=False)  # arrays: compare by identity
+class HistogramRelease:
+    """A released private histogram (immutable; holds no true count).
+
+    Attributes
+    ----------
+    mechanism : {"laplace_histogram", "stable_histogram"}
+    keys : numpy.ndarray
+        The whole domain in its given order (laplace), or the kept keys in sorted order (stable).
+    counts : numpy.ndarray of int64
+        Noisy counts aligned with ``keys`` (may be negative for the Laplace histogram).
+    frequencies : numpy.ndarray of float64
+        ``counts / n`` (replace-one: n public) or ``counts / max(1, total)`` (add/remove), with
+        ``total`` the sum of all released noisy counts (post-processing; no extra budget).
+    epsilon, delta : float
+        The guarantee (δ = 0.0 for the Laplace histogram).
+    neighbors : {"replace", "add_remove"}
+    scale : float
+        Noise scale t in counts (discrete Laplace, P[Z = k] ∝ e^{−|k|/t}).
+    threshold : int or None
+        T of the stable histogram (a key is kept iff noisy count ≥ T), None for laplace.
+    n : int or None
+        Number of records, only when public (replace-one).
+    secure : bool
+        Whether the noise came from the cryptographically secure generator.
+    other_count : int or None
+        Noisy count of the records outside the domain (``other=True``), else None.
+    params : LaplaceHistogramParams or StableHistogramParams
+        The data-free parameters (exact scale, accuracy).
+    """
+
+    mechanism: str
+    keys: np.ndarray
+    counts: np.ndarray
+    frequencies: np.ndarray
+    epsilon: float
+    delta: float
+    neighbors: str
+    scale: float
+    threshold: int | None
+    n: int | None
+    secure: bool
+    params: LaplaceHistogramParams | StableHistogramParams = field(repr=False)
+    other_count: int | None = None
+
+    @property
+    def total(self) -> int:
+        """Sum of all released noisy counts (other bin included): the add/remove denominator."""
+        return int(self.counts.sum()) + (self.other_count or 0)
+
+    @property
+    def other_frequency(self) -> float | None:
+        """Frequency of the ``other`` bin (same denominator as ``frequencies``), or None."""
+        if self.other_count is None:
+            return None
+        return self.other_count / self._denominator()
+
+    @property
+    def privacy_loss(self) -> PrivacyLoss:
+        """What this release spent, as a :class:`privagg.accounting.PrivacyLoss`."""
+        return self.params.privacy_loss
+
+    def _denominator(self) -> int:
+        return self.n if self.n is not None else max(1, self.total)
+
+    def _bins(self) -> int:
+        return self.params.bins if isinstance(self.params, LaplaceHistogramParams) else 0
+
+    def error_bound(self, beta: float = 0.05) -> float:
+        """B such that with probability ≥ 1 − β every key of the domain has |released − true frequency| ≤ B.
+
+        Keys that are not released count as frequency 0. Exact per case (proofs in
+        ``docs/proofs/histograms.md``), with k_m(β) the smallest k such that m independent noise
+        draws all satisfy |Z| ≤ k with probability ≥ 1 − β:
+
+        - laplace, replace-one: k_m(β)/n over the m noisy bins;
+        - laplace, add/remove: (k_m(β/2) + s)/N̂ where N̂ = :attr:`total` and s bounds |ΣZ|
+          with probability ≥ 1 − β/2; ``inf`` when N̂ ≤ s (the denominator is not known to be
+          positive). True frequency = count / (sum of the true counts of the released bins);
+        - stable, replace-one: (T − 1 + k_n(β))/n (at most n keys are present; zero keys are exact);
+        - stable, add/remove: 1.0 (every released frequency is in (0, 1], and n is private:
+          there is no finite data-free bound; see :meth:`count_error_bound`).
+        """
+        where = "HistogramRelease.error_bound"
+        beta = check_beta(where, beta)
+        t = self.params.scale
+        if self.mechanism == "laplace_histogram":
+            m = self._bins()
+            if self.neighbors == "replace":
+                return _abs_quantile_all(t, m, beta) / self.n
+            k = _abs_quantile_all(t, m, beta / 2)
+            s = _sum_abs_quantile(t, m, beta / 2)
+            total = self.total
+            return (k + s) / total if total > s else math.inf
+        if self.neighbors == "replace":
+            return (self.threshold - 1 + _abs_quantile_all(t, self.n, beta)) / self.n
+        return 1.0
+
+    def count_error_bound(self, beta: float = 0.05, *, max_keys: int | None = None) -> float:
+        """k such that with probability ≥ 1 − β every key (released or not) has |released − true count| ≤ k.
+
+        laplace: k over the m bins. stable: T − 1 + k over the present keys, whose number is at
+        most n (replace-one) or a public bound ``max_keys`` you give (add/remove; ``inf`` without
+        it, since n is private). ``max_keys`` overrides n when given.
+        """
+        where = "HistogramRelease.count_error_bound"
+        beta = check_beta(where, beta)
+        if isinstance(self.params, LaplaceHistogramParams):
+            return float(self.params.count_error_bound(beta))
+        if max_keys is None and self.n is not None:
+            max_keys = max(1, self.n)
+        return self.params.count_error_bound(beta, max_keys=max_keys)
+
+    def confidence_intervals(
+        self, beta: float = 0.05, *, unit: str = "frequency"
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per-key intervals (low, high) that each contain the true value with probability ≥ 1 − β.
+
+        Coverage is per key and unconditional (not simultaneous; for all keys at once use
+        :meth:`error_bound`). Counts: noisy count ± a with a the smallest k with P[|Z| > k] ≤ β,
+        clipped to the feasible range [0, n] (so an interval is never empty). Frequencies: the
+        count interval / n (replace-one); under add/remove, with β split between the key and the
+        total, [(c − a')/(N̂ + s), (c + a')/(N̂ − s)] clipped to [0, 1] (laplace; [0, 1] when
+        N̂ ≤ s), and [0, 1] for the stable histogram (its total misses the suppressed keys).
+        For the stable histogram, a key that was released may have been selected by large noise:
+        coverage holds over the draws of the noise, not conditionally on the key being released.
+
+        Parameters
+        ----------
+        beta : float
+            Miss probability per key, in (0, 1).
+        unit : {"frequency", "count"}
+
+        Returns
+        -------
+        (numpy.ndarray, numpy.ndarray)
+            float64 arrays aligned with :attr:`keys`.
+        """
+        where = "HistogramRelease.confidence_intervals"
+        beta = check_beta(where, beta)
+        check_choice(where, "unit", unit, ("frequency", "count"))
+        t = self.params.scale
+        c = self.counts.astype(np.float64)
+        upper_cap = math.inf if self.n is None else float(self.n)
+        if unit == "count" or self.neighbors == "replace":
+            a = _abs_quantile(t, beta)
+            low, high = np.clip(c - a, 0.0, upper_cap), np.clip(c + a, 0.0, upper_cap)
+            if unit == "count":
+                return low, high
+            return low / self.n, high / self.n
+        if self.mechanism == "stable_histogram":
+            return np.zeros_like(c), np.ones_like(c)
+        a = _abs_quantile(t, beta / 2)
+        s = _sum_abs_quantile(t, self._bins(), beta / 2)
+        total = self.total
+        if total <= s:
+            return np.zeros_like(c), np.ones_like(c)
+        low = np.clip((c - a) / (total + s), 0.0, 1.0)
+        high = np.clip((c + a) / (total - s), 0.0, 1.0)
+        return low, high
+
+    def to_dict(self) -> dict[Any, float]:
+        """{key: frequency}; the ``other`` bin, when present, under the key None."""
+        out = dict(zip(self.keys.tolist(), self.frequencies.tolist(), strict=True))
+        if self.other_count is not None:
+            out[None] = self.other_frequency
+        return out
+
+    def to_pandas(self, beta: float = 0.05) -> Any:
+        """DataFrame with columns key, count, frequency, ci_low, ci_high (frequency intervals).
+
+        The ``other`` bin, when present, is the last row with key None (no interval).
+        """
+        import pandas as pd
+
+        low, high = self.confidence_intervals(beta)
+        frame = pd.DataFrame(
+            {
+                "key": pd.Series(self.keys, dtype=object) if self.keys.dtype.kind == "O" else self.keys,
+                "count": self.counts,
+                "frequency": self.frequencies,
+                "ci_low": low,
+                "ci_high": high,
+            }
+        )
+        if self.other_count is not None:
+            row = {
+                "key": None,
+                "count": self.other_count,
+                "frequency": self.other_frequency,
+                "ci_low": np.nan,
+                "ci_high": np.nan,
+            }
+            frame = pd.concat([frame.astype({"key": object}), pd.DataFrame([row])], ignore_index=True)
+        return frame
+
+    def plot(self, path: Any = None, *, beta: float = 0.05, max_keys: int = 40) -> Figure:
+        """Bar chart of the frequencies with their (1 − β) intervals and, for the stable
+        histogram, the threshold T in frequency units.
+
+        At most ``max_keys`` bars are drawn: the keys with the largest noisy counts, in release
+        order (post-processing). Uses matplotlib's Agg canvas (no display needed). Saves to
+        ``path`` when given and returns the :class:`matplotlib.figure.Figure`.
+        """
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        max_keys = check_positive_int("HistogramRelease.plot", "max_keys", max_keys)
+        low, high = self.confidence_intervals(beta)
+        idx = np.arange(len(self.keys))
+        if len(idx) > max_keys:
+            idx = np.sort(np.argsort(-self.counts, kind="stable")[:max_keys])
+        f = self.frequencies[idx]
+        fig = Figure(figsize=(max(6.0, 0.3 * len(idx) + 2), 4.0))
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot()
+        x = np.arange(len(idx))
+        ax.bar(x, f, color="#4878a8")
+        ax.errorbar(
+            x,
+            f,
+            yerr=[np.maximum(f - low[idx], 0), np.maximum(high[idx] - f, 0)],
+            fmt="none",
+            ecolor="black",
+            capsize=2,
+            lw=0.8,
+        )
+        ax.set_xticks(x, [str(k) for k in self.keys[idx].tolist()], rotation=90, fontsize=7)
+        if self.threshold is not None:
+            ax.axhline(
+                self.threshold / self._denominator(),
+                color="#c03030",
+                ls="--",
+                lw=1,
+                label=f"threshold T = {self.threshold}",
+            )
+            ax.legend(loc="upper right")
+        shown = "" if len(idx) == len(self.keys) else f" (top {len(idx)} of {len(self.keys)} keys)"
+        ax.set_title(
+            f"{self.mechanism}: ε={self.epsilon:g}, δ={self.delta:g}, {self.neighbors}{shown}; "
+            f"bars: {1 - beta:.0%} intervals"
+        )
+        ax.set_ylabel("frequency")
+        fig.tight_layout()
+        if path is not None:
+            fig.savefig(path, dpi=120)
+        return fig
+
+    def __post_init__(self) -> None:
+        for name in ("keys", "counts", "frequencies"):
+            _readonly(getattr(self, name))
+
+
+# --------------------------------------------------------------------------------------------
+# mechanisms
+# --------------------------------------------------------------------------------------------
+
+
+def _check_other(where: str, other: Any) -> bool:
+    if not isinstance(other, (bool, np.bool_)):
+        raise fail(where, "other", "True or False", other)
+    return bool(other)
+
+
+def _check_nonempty(where: str, key_counts: KeyCounts, neighbors: str) -> None:
+    if neighbors == "replace" and key_counts.n == 0:
+        raise fail(
+            where,
+            "data",
+            "non-empty when neighbors='replace' (n is public there; use neighbors='add_remove')",
+            "an empty input (n = 0)",
+        )
+
+
+def _charge(ledger: Any, params: LaplaceHistogramParams | StableHistogramParams, mechanism: str) -> None:
+    if ledger is not None:
+        ledger.charge(params.privacy_loss, mechanism=mechanism, parameters=params.public_parameters())
+
+
+def _frequencies(counts: np.ndarray, denominator: int) -> np.ndarray:
+    return counts / np.float64(denominator)
+
+
+def laplace_histogram(
+    data: Any,
+    *,
+    epsilon: Any,
+    domain: Any,
+    neighbors: str = "replace",
+    other: bool = False,
+    rng: Any = None,
+    ledger: Any = None,
+) -> HistogramRelease:
+    """Laplace histogram over a public domain: every domain key gets a noisy count.
+
+    Algorithm: count the keys of ``data`` (records outside the domain fall into no bin, or into
+    the ``other`` bin); add to every count of the domain an independent exact discrete Laplace
+    draw Z, P[Z = k] ∝ e^{−|k|/t}, t = 2/ε (replace-one) or 1/ε (add/remove); release the noisy
+    counts and the frequencies ``count / n`` (replace-one) or ``count / max(1, Σ counts)``
+    (add/remove).
+
+    Parameters
+    ----------
+    data : array-like
+        1-D hashable keys: list/tuple, numpy array, pandas or polars Series, pyarrow array.
+        Missing keys (None/null/NaN) count in n and belong to no bin (``other`` if enabled).
+    epsilon : float
+        ε > 0, finite.
+    domain : sequence
+        The public keys, distinct, in the order of the release. Never inferred from data.
+    neighbors : {"replace", "add_remove"}
+        Replace-one (n public, the default) or add/remove-one (n private).
+    other : bool
+        Add one more noisy bin with the number of records outside the domain.
+    rng : None, int, SeedSequence or Generator
+        ``None``: the secure generator. Anything else gives ``secure=False`` (tests, simulation).
+    ledger : privagg.accounting.Ledger, optional
+        Charged with ε after validation and counting, before any noise is drawn.
+
+    Returns
+    -------
+    HistogramRelease
+        ``keys`` = the domain, ``counts`` int64 (may be negative), ``threshold=None``,
+        ``delta=0.0``.
+
+    Raises
+    ------
+    ParameterError
+        Bad ε, neighbours, domain (empty, duplicates, missing keys), ``other`` or ``rng``; 2-D or
+        unhashable data; empty data under replace-one. Never because of a record's value:
+        records outside the domain are not an error.
+    BudgetExceededError
+        From ``ledger``; nothing is released.
+
+    Privacy
+    -------
+    ε-DP for the chosen neighbour relation. Replace-one changes two counts by 1 (ℓ1 change 2,
+    scale 2/ε); add/remove changes one count by 1 (scale 1/ε). Public: the domain, ε, the
+    neighbour relation, and n under replace-one. Noise is exact (no floating-point leak).
+
+    Examples
+    --------
+    >>> r = laplace_histogram([1, 1, 2, 5], epsilon=1.0, domain=[1, 2, 3], rng=0)
+    >>> r.keys.tolist(), r.n, r.secure
+    ([1, 2, 3], 4, False)
+    """
+    where = "laplace_histogram"
+    check_epsilon(where, epsilon)
+    check_choice(where, "neighbors", neighbors, NEIGHBORS)
+    dom = as_domain(domain, where)
+    _check_other(where, other)
+    resolve_rng(rng, where)
+    return laplace_histogram_from_counts(
+        count_keys(data, where),
+        epsilon=epsilon,
+        domain=dom,
+        neighbors=neighbors,
+        other=other,
+        rng=rng,
+        ledger=ledger,
+    )
+
+
+def laplace_histogram_from_counts(
+    key_counts: KeyCounts,
+    *,
+    epsilon: Any,
+    domain: Any,
+    neighbors: str = "replace",
+    other: bool = False,
+    rng: Any = None,
+    ledger: Any = None,
+) -> HistogramRelease:
+    """:func:`laplace_histogram` on counts made by an engine (same parameters, same guarantee).
+
+    ``key_counts.keys`` may be a numpy or pyarrow array in any order; ``key_counts.n`` counts
+    every record (missing keys included).
+    """
+    where = "laplace_histogram"
+    dom = domain if isinstance(domain, Domain) else as_domain(domain, where)
+    with_other = _check_other(where, other)
+    params = LaplaceHistogramParams.build(epsilon, neighbors, dom.size + int(with_other), where=where)
+    gen, secure = resolve_rng(rng, where)
+    _check_nonempty(where, key_counts, neighbors)
+    aligned, n_outside = align_to_domain(key_counts, dom, where)
+    if with_other:
+        aligned = np.append(aligned, np.int64(n_outside))
+    _charge(ledger, params, where)
+    noisy = aligned + discrete_laplace(params.scale, size=params.bins, rng=gen)
+    counts, other_count = (noisy[:-1], int(noisy[-1])) if with_other else (noisy, None)
+    n = key_counts.n if neighbors == "replace" else None
+    denominator = n if n is not None else max(1, int(noisy.sum()))
+    return HistogramRelease(
+        mechanism=where,
+        keys=dom.keys,
+        counts=counts,
+        frequencies=_frequencies(counts, denominator),
+        epsilon=params.epsilon,
+        delta=0.0,
+        neighbors=neighbors,
+        scale=float(params.scale),
+        threshold=None,
+        n=n,
+        secure=secure,
+        params=params,
+        other_count=other_count,
+    )
+
+
+def stable_histogram(
+    data: Any,
+    *,
+    epsilon: Any,
+    delta: Any,
+    neighbors: str = "replace",
+    threshold: str = "tight",
+    rng: Any = None,
+    ledger: Any = None,
+) -> HistogramRelease:
+    """Stability-based histogram: noisy counts of the present keys, kept iff noisy count ≥ T.
+
+    Algorithm: count the keys present in ``data`` (the domain is never materialized: cost O(n)
+    whatever the number of possible keys); add an exact discrete Laplace draw of scale
+    t = 2/ε (replace-one) or 1/ε (add/remove) to each count; keep a key iff its noisy count is
+    **≥ T** (:func:`stable_threshold`); release kept keys (sorted), their noisy counts and
+    frequencies ``count / n`` (replace-one) or ``count / max(1, Σ kept counts)`` (add/remove).
+    Keys absent from the data are never released.
+
+    Parameters
+    ----------
+    data : array-like
+        1-D hashable keys (see :func:`laplace_histogram`). Missing keys count in n only.
+    epsilon : float
+        ε > 0, finite.
+    delta : float
+        δ in (0, 1).
+    neighbors : {"replace", "add_remove"}
+    threshold : {"tight", "seed"}
+        ``"tight"`` (default): smallest integer T ≥ 1 with P[Z ≥ T − 1] ≤ δ (T = 28 replace-one,
+        15 add/remove at ε = 1, δ = 1e-6). ``"seed"``: ⌈1 + t·ln(2/δ)⌉ (31 and 16).
+    rng, ledger
+        As in :func:`laplace_histogram`; the ledger is charged (ε, δ).
+
+    Returns
+    -------
+    HistogramRelease
+        ``keys`` = kept keys sorted, ``counts`` int64 ≥ T, ``threshold`` = T.
+
+    Raises
+    ------
+    ParameterError
+        Bad ε, δ, neighbours, threshold or rng; 2-D or unhashable data; empty data under
+        replace-one (under add/remove an empty input gives a valid empty release).
+    BudgetExceededError
+        From ``ledger``; nothing is released.
+
+    Privacy
+    -------
+    (ε, δ)-DP for the chosen neighbour relation, with δ ≥ P[Z ≥ T − 1]: a neighbour changes
+    counts by 1 (pure ε part), and at most one key's presence matters at a time (the δ part).
+    Public: ε, δ, the rule, the neighbour relation, n under replace-one. The set of possible keys
+    is not needed.
+
+    References
+    ----------
+    S. Vadhan, "The Complexity of Differential Privacy", 2017, §3.3 (stability-based histogram).
+
+    Examples
+    --------
+    >>> r = stable_histogram(["a"] * 100 + ["b"], epsilon=1.0, delta=1e-6, rng=0)
+    >>> r.threshold, r.keys.tolist()
+    (28, ['a'])
+    """
+    where = "stable_histogram"
+    params = StableHistogramParams.build(epsilon, delta, neighbors, threshold, where=where)
+    resolve_rng(rng, where)
+    return _stable_release(count_keys(data, where), params, rng, ledger)
+
+
+def stable_histogram_from_counts(
+    key_counts: KeyCounts,
+    *,
+    epsilon: Any,
+    delta: Any,
+    neighbors: str = "replace",
+    threshold: str = "tight",
+    rng: Any = None,
+    ledger: Any = None,
+) -> HistogramRelease:
+    """:func:`stable_histogram` on counts made by an engine (same parameters, same guarantee)."""
+    params = StableHistogramParams.build(epsilon, delta, neighbors, threshold, where="stable_histogram")
+    return _stable_release(key_counts, params, rng, ledger)
+
+
+def _stable_release(
+    key_counts: KeyCounts, params: StableHistogramParams, rng: Any, ledger: Any
+) -> HistogramRelease:
+    where = "stable_histogram"
+    gen, secure = resolve_rng(rng, where)
+    _check_nonempty(where, key_counts, params.neighbors)
+    counts = np.asarray(key_counts.counts, dtype=np.int64)
+    present = counts > 0  # an engine may list keys of count 0: they must never be released
+    _charge(ledger, params, where)
+    noisy = counts + discrete_laplace(params.scale, size=counts.shape[0], rng=gen)
+    keep = (noisy >= params.threshold) & present  # ≥, as proven (docs/proofs/histograms.md)
+    keys = _kept_keys(key_counts.keys, keep)
+    kept = noisy[keep]
+    order = sort_order(keys)
+    keys, kept = keys[order], kept[order]
+    n = key_counts.n if params.neighbors == "replace" else None
+    denominator = n if n is not None else max(1, int(kept.sum()))
+    return HistogramRelease(
+        mechanism=where,
+        keys=keys,
+        counts=kept,
+        frequencies=_frequencies(kept, denominator),
+        epsilon=params.epsilon,
+        delta=params.delta,
+        neighbors=params.neighbors,
+        scale=float(params.scale),
+        threshold=params.threshold,
+        n=n,
+        secure=secure,
+        params=params,
+    )
+
+
+def _kept_keys(keys: Any, keep: np.ndarray) -> np.ndarray:
+    if isinstance(keys, (pa.Array, pa.ChunkedArray)):
+        return keys.filter(pa.array(keep)).to_numpy(zero_copy_only=False)
+    return np.asarray(keys)[keep]
