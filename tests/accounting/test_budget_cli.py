@@ -1,0 +1,79 @@
+"""``privagg budget init/show``: standalone on the click group, and through the main command."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from privagg import ParameterError
+from privagg.accounting import Ledger, PrivacyLoss
+from privagg.cli.budget import budget
+
+
+def test_init_show_table_and_json(tmp_path: Path) -> None:
+    path = str(tmp_path / "b.db")
+    runner = CliRunner()
+    result = runner.invoke(budget, ["init", path, "--epsilon", "1", "--delta", "1e-6"])
+    assert result.exit_code == 0, result.output
+    assert "total budget ε=1, δ=1e-06" in result.output
+    with Ledger(path) as ledger:
+        assert ledger.total == PrivacyLoss.approx(1, 1e-6)
+        ledger.charge(PrivacyLoss.approx(0.25, 1e-7), mechanism="stable_histogram",
+                      parameters={"epsilon": 0.25})
+        ledger.charge(PrivacyLoss.pure(0.1), mechanism="laplace_histogram", parameters={})
+    result = runner.invoke(budget, ["show", path])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert any("stable_histogram" in line and "0.25" in line and "1e-07" in line for line in lines)
+    assert any("remaining" in line and "0.65" in line and "9e-07" in line for line in lines)
+    result = runner.invoke(budget, ["show", path, "--json"])
+    data = json.loads(result.output)
+    assert data["remaining"]["epsilon_exact"] == "13/20"
+    assert [c["mechanism"] for c in data["charges"]] == ["stable_histogram", "laplace_histogram"]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--epsilon", "nan"], "parameter 'epsilon' must be a finite number > 0; got 'nan'."),
+    (["--epsilon", "abc"], "parameter 'epsilon' must be a finite number > 0; got 'abc'."),
+    (["--epsilon", "0"], "parameter 'epsilon' must be a finite number > 0; got '0'."),
+    (["--epsilon", "1", "--delta", "1"], "parameter 'delta' must be a number in [0, 1); got '1'."),
+])
+def test_init_rejects_bad_numbers(tmp_path: Path, args: list[str], message: str) -> None:
+    result = CliRunner().invoke(budget, ["init", str(tmp_path / "b.db"), *args])
+    assert isinstance(result.exception, ParameterError)
+    assert str(result.exception) == "privagg budget init: " + message
+    assert not (tmp_path / "b.db").exists()
+
+
+def test_init_is_exact_for_decimals(tmp_path: Path) -> None:
+    path = str(tmp_path / "b.db")
+    CliRunner().invoke(budget, ["init", path, "--epsilon", "0.3"])
+    with Ledger(path) as ledger:
+        for _ in range(3):
+            ledger.charge(PrivacyLoss.pure(0.1), mechanism="m")
+        assert ledger.remaining().epsilon == 0
+
+
+def _privagg(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "privagg", *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_exit_codes_through_the_main_command(tmp_path: Path) -> None:
+    path = tmp_path / "b.db"
+    assert _privagg("budget", "init", str(path), "--epsilon", "1").returncode == 0
+    again = _privagg("budget", "init", str(path), "--epsilon", "1")
+    assert again.returncode == 2 and "never overwritten" in again.stderr
+    assert "Traceback" not in again.stderr and len(again.stderr.strip().splitlines()) == 1
+    shown = _privagg("budget", "show", str(path), "--json")
+    assert shown.returncode == 0 and json.loads(shown.stdout)["charges"] == []
+    bad = tmp_path / "notes.txt"
+    bad.write_text("secret-value-123\n" * 50)
+    refused = _privagg("budget", "show", str(bad))
+    assert refused.returncode == 2 and "not a database" in refused.stderr
+    assert "secret-value-123" not in refused.stderr
