@@ -1,0 +1,154 @@
+"""``privagg histogram FILE --column COL --epsilon E ...``: a private histogram of one column.
+
+Order of work, so that errors come early and only from public inputs: parameters → the data
+file's schema → the domain file (cast to the column's type) → the ledger → the GROUP BY count in
+DuckDB → the mechanism (which charges the ledger before drawing noise) → output.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import click
+
+from .. import _validate
+from ..accounting import Ledger
+from ..engines import duckdb as duckdb_engine
+from ._params import number_option
+from ._render import print_json, print_table
+
+__all__ = ["histogram"]
+
+NEIGHBORS = ("replace", "add_remove")
+THRESHOLDS = ("tight", "seed")
+DEFAULT_BETA = 0.05
+
+
+@click.command()
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--column", required=True, help="The key column (exact name).")
+@click.option("--epsilon", required=True, metavar="E", help="Privacy parameter ε > 0.")
+@click.option("--delta", metavar="D", help="δ in (0, 1); required without --domain.")
+@click.option(
+    "--domain",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Public key list, one per line → laplace_histogram (pure ε). Absent → stable_histogram.",
+)
+@click.option(
+    "--neighbors", default="replace", show_default=True, metavar="replace|add_remove", help="Neighbour relation."
+)
+@click.option("--threshold", default=None, metavar="tight|seed", help="Threshold rule (stable only) [default: tight].")
+@click.option(
+    "--beta", default=str(DEFAULT_BETA), show_default=True, metavar="B",
+    help="Failure probability of the error bound and intervals.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (for machines).")
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), metavar="OUT.png", help="Write a plot.")
+@click.option("--ledger", type=click.Path(dir_okay=False, path_type=Path), help="Charge this privacy ledger.")
+@click.option("--rows", default=30, show_default=True, type=click.IntRange(min=1), help="Table rows shown.")
+def histogram(
+    file: Path,
+    column: str,
+    epsilon: str,
+    delta: str | None,
+    domain: Path | None,
+    neighbors: str,
+    threshold: str | None,
+    beta: str,
+    as_json: bool,
+    plot: Path | None,
+    ledger: Path | None,
+    rows: int,
+) -> None:
+    """A differentially private histogram of COLUMN in FILE (CSV with a header row, or Parquet).
+
+    With --domain: laplace_histogram over the public key list (ε-DP, every domain key released).
+    Without: stable_histogram (ε, δ)-DP, which releases only keys whose noisy count reaches the
+    threshold and never needs the domain. The count runs inside DuckDB (out of core).
+    """
+    from ..mechanisms import histogram as mech
+
+    mechanism = "laplace_histogram" if domain is not None else "stable_histogram"
+    eps = number_option(mechanism, "epsilon", epsilon)
+    _validate.check_choice(mechanism, "neighbors", neighbors, NEIGHBORS)
+    b = number_option(mechanism, "beta", beta, _validate.check_beta)
+    if domain is not None:
+        if delta is not None:
+            rule = "omitted with --domain (the release is pure ε-DP)"
+            raise _validate.fail(mechanism, "delta", rule, delta)
+        if threshold is not None:
+            raise _validate.fail(mechanism, "threshold", "omitted with --domain (no threshold)", threshold)
+    else:
+        if delta is None:
+            rule = "given with --delta when --domain is absent (a number in the open interval (0, 1))"
+            raise _validate.fail(mechanism, "delta", rule, None)
+        dlt = number_option(mechanism, "delta", delta, _validate.check_delta)
+        threshold = _validate.check_choice(mechanism, "threshold", threshold or "tight", THRESHOLDS)
+    if plot is not None:
+        _check_plot_target(plot)
+
+    info = duckdb_engine.describe_column(file, column, where="histogram")
+    domain_keys = None
+    if domain is not None:
+        domain_keys = duckdb_engine.load_domain(domain, info.duckdb_type, header=column, where=mechanism)
+    with ExitStack() as stack:
+        charged = None if ledger is None else stack.enter_context(Ledger(ledger))
+        with _progress(enabled=not as_json and sys.stderr.isatty(), label=file.name) as callback:
+            key_counts = duckdb_engine.count_column(info, progress=callback, where="histogram")
+        # The mechanism charges the ledger (if any) before it draws noise.
+        if domain is not None:
+            release = mech.laplace_histogram_from_counts(
+                key_counts, epsilon=eps, domain=domain_keys, neighbors=neighbors, rng=None, ledger=charged
+            )
+        else:
+            release = mech.stable_histogram_from_counts(
+                key_counts, epsilon=eps, delta=dlt, neighbors=neighbors, threshold=threshold, rng=None,
+                ledger=charged,
+            )
+
+    if as_json:
+        print_json(release, beta=b)
+    else:
+        print_table(release, beta=b, rows=rows, title=f"{file.name} · column {column!r}")
+    if plot is not None:
+        try:
+            release.plot(plot)
+        except OSError:
+            raise _validate.fail("histogram", "plot", "a writable file path", str(plot)) from None
+        if not as_json:
+            click.echo(f"wrote {plot}", err=True)
+
+
+def _check_plot_target(path: Path) -> None:
+    """Fail before counting when the plot cannot be written (matplotlib missing, no such folder)."""
+    if importlib.util.find_spec("matplotlib") is None:
+        rule = "usable: install matplotlib (pip install 'privagg[plot]')"
+        raise _validate.fail("histogram", "plot", rule, str(path))
+    parent = path.resolve().parent
+    if not parent.is_dir():
+        raise _validate.fail("histogram", "plot", "a path in an existing folder", str(path))
+
+
+@contextmanager
+def _progress(*, enabled: bool, label: str) -> Iterator[Callable[[float], None] | None]:
+    """A transient rich progress bar on stderr fed by DuckDB's query progress (or nothing)."""
+    if not enabled:
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+    columns = (
+        SpinnerColumn(),
+        TextColumn("counting {task.description}"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(label, total=100.0)
+        yield lambda percent: bar.update(task, completed=percent)
