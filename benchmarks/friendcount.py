@@ -1,0 +1,144 @@
+"""Friend-counting benchmark (not a timed test). Run: ``python benchmarks/friendcount.py``.
+
+Cases, each in its own subprocess (so peak memory is per case), measured side by side:
+
+1. ``gemm``: n = 20 000, d = 200, ball radius at ~10% friends. ``friend_counts`` against the
+   floor (the same upper-triangular blocked products alone, same block size and threads) and a
+   naive scipy ``cdist`` reference (row blocks, so it fits in memory). Target: <= 1.5x floor.
+2. ``tree``: n = 10^6, d = 2, 10 Gaussian clusters (sd 1, centers uniform in [0, 100]^2),
+   r = 2 (the ball cuts through the clusters: the hard case), low-dimension path. Target <= 60 s.
+   ``tree_tight``: the same with sd 0.2 (friendly data: most clusters inside one ball).
+3. ``memory``: n = 200 000, d = 50, blocked products path: peak resident memory. Target <= 2 GB.
+
+Pass a case name to run only that case (``python benchmarks/friendcount.py tree``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from privagg.friendlycore import ball, friend_counts
+from privagg.friendlycore.kernel import _map
+
+BLOCK = 2048
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def case_gemm() -> dict:
+    from scipy.spatial.distance import cdist
+
+    rng = np.random.default_rng(1)
+    n, d = 20_000, 200
+    x = rng.normal(size=(n, d))
+    r = float(np.sqrt(2 * d) * 0.95)
+    threads = os.cpu_count() or 1
+    starts = range(0, n, BLOCK)
+    tasks = [(i, j) for i in starts for j in starts if j >= i]
+
+    def product(i: int, j: int) -> None:
+        x[i : i + BLOCK] @ x[j : j + BLOCK].T
+
+    out = {}
+    for rep in range(2):  # interleaved repetitions; report the best of each
+        t = time.perf_counter()
+        _map(product, tasks, threads)
+        out.setdefault("floor_s", []).append(time.perf_counter() - t)
+        t = time.perf_counter()
+        counts = friend_counts(x, ball(r), method="gemm", block_size=BLOCK)
+        out.setdefault("friend_counts_s", []).append(time.perf_counter() - t)
+    t = time.perf_counter()
+    ref = np.zeros(n, dtype=np.int64)
+    for i in starts:
+        ref[i : i + BLOCK] = (cdist(x[i : i + BLOCK], x, "sqeuclidean") <= r * r).sum(
+            axis=1
+        )
+    cdist_s = time.perf_counter() - t
+    floor, fc = min(out["floor_s"]), min(out["friend_counts_s"])
+    return {
+        "case": "gemm n=20000 d=200",
+        "floor_s": round(floor, 3),
+        "friend_counts_s": round(fc, 3),
+        "ratio_to_floor": round(fc / floor, 2),
+        "cdist_s": round(cdist_s, 3),
+        "mean_friend_fraction": round(float(counts.mean()) / n, 4),
+        "counts_equal_cdist": bool(np.array_equal(counts, ref)),
+        "threads": threads,
+    }
+
+
+def case_tree(sd: float = 1.0) -> dict:
+    rng = np.random.default_rng(2)
+    n = 1_000_000
+    centers = rng.uniform(0, 100, size=(10, 2))
+    x = centers[rng.integers(0, 10, size=n)] + rng.normal(scale=sd, size=(n, 2))
+    t, cpu = time.perf_counter(), time.process_time()
+    counts = friend_counts(x, ball(2.0), method="tree")
+    secs, cpu = time.perf_counter() - t, time.process_time() - cpu
+    check = rng.choice(n, size=50, replace=False)
+    exact = all(
+        counts[i] == np.count_nonzero(((x - x[i]) ** 2).sum(axis=1) <= 4.0)
+        for i in check
+    )
+    return {
+        "case": f"tree n=1e6 d=2 clustered sd={sd} r=2",
+        "seconds": round(secs, 2),
+        "cpu_seconds": round(cpu, 2),
+        "mean_friend_fraction": round(float(counts.mean()) / n, 4),
+        "pairs_counted": int(counts.sum()),
+        "spot_check_50_points": exact,
+        "peak_rss_mb": round(_peak_mb(), 1),
+    }
+
+
+def case_memory() -> dict:
+    rng = np.random.default_rng(3)
+    n, d = 200_000, 50
+    x = rng.normal(size=(n, d))
+    base = _peak_mb()
+    t = time.perf_counter()
+    counts = friend_counts(x, ball(float(np.sqrt(2 * d) * 0.9)), method="gemm")
+    secs = time.perf_counter() - t
+    return {
+        "case": "memory n=200000 d=50 gemm",
+        "seconds": round(secs, 1),
+        "peak_rss_mb": round(_peak_mb(), 1),
+        "peak_rss_before_counting_mb": round(base, 1),
+        "mean_friend_fraction": round(float(counts.mean()) / n, 4),
+    }
+
+
+CASES = {
+    "gemm": case_gemm,
+    "tree": case_tree,
+    "tree_tight": lambda: case_tree(sd=0.2),
+    "memory": case_memory,
+}
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) == 2 and argv[1].startswith("--child="):
+        print(json.dumps(CASES[argv[1].split("=", 1)[1]]()))
+        return
+    names = argv[1:] or list(CASES)
+    for name in names:
+        proc = subprocess.run(
+            [sys.executable, __file__, f"--child={name}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        print(json.dumps(json.loads(proc.stdout.strip().splitlines()[-1])), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,204 @@
+"""Friendship predicates for FriendlyCore.
+
+A predicate ``f`` decides, for two items ``x`` and ``y`` (rows of an array), whether they are
+"friends". FriendlyCore needs ``f`` to be symmetric (``f(x, y) == f(y, x)``) and reflexive
+(``f(x, x) == 1``); the counting kernel evaluates every unordered pair exactly once and credits
+the result to both items, and counts every item as its own friend without evaluating ``f``.
+
+Interface. Every predicate is a :class:`Predicate`: it validates the items once
+(:meth:`Predicate.prepare`, which turns user input into an array whose first axis indexes items)
+and decides stacks of pairs at once (:meth:`Predicate.pairs`, vectorized over the first axis).
+Items may have any shape: rows ``(d,)`` for :func:`ball`, ``(k, d)`` tuples of centers for the
+k-tuple predicate of the clustering issue. The generic counting path in
+:mod:`privagg.friendlycore.kernel` works for any predicate through :meth:`Predicate.pairs`;
+:class:`Ball` also has the fast kernels (blocked matrix products, spatial index).
+
+A plain Python callable ``f(x, y) -> bool`` is accepted wherever a predicate is
+(:func:`as_predicate` wraps it in :class:`CallablePredicate`): the slow path for small ``n``,
+one Python call per unordered pair.
+
+What :func:`ball` decides, exactly. Items are converted to float64 and
+``f(x, y) = 1`` iff ``sqdist(x, y) <= fl(r * r)``, where ``sqdist`` is the *direct formula*
+evaluated in float64 in a fixed order: ``t_k = fl(x_k - y_k)``, ``acc = t_0*t_0``, then
+``acc = fl(acc + fl(t_k*t_k))`` for ``k = 1, …, d-1`` (no fused multiply-add). This is exactly
+symmetric (``fl(x - y) = -fl(y - x)``) and reflexive, and every kernel of this package returns the
+counts of this decision (see ``docs/proofs/friendlycore.md``, "Numerics").
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .._validate import check_finite_positive, fail
+
+__all__ = [
+    "Ball",
+    "CallablePredicate",
+    "Predicate",
+    "as_predicate",
+    "ball",
+    "squared_distance",
+]
+
+
+def squared_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The direct formula: float64 squared distance summed over the last axis in index order.
+
+    ``a`` and ``b`` broadcast together; the result has their broadcast shape without the last
+    axis. Each term is ``fl(fl(a_k - b_k)**2)`` and the terms are added one at a time, left to
+    right, so the value is fully determined by the inputs (no dependence on array layout,
+    blocking or BLAS) and monotone in every ``|a_k - b_k|``.
+    """
+    d = a.shape[-1]
+    t = a[..., 0] - b[..., 0]
+    acc = t * t
+    for k in range(1, d):
+        t = a[..., k] - b[..., k]
+        t *= t
+        acc += t
+    return acc
+
+
+class Predicate(abc.ABC):
+    """A symmetric, reflexive friendship predicate over items (rows of an array).
+
+    Subclasses implement :meth:`pairs`; they may override :meth:`prepare` to validate items.
+    The contract (not checked): ``pairs(a, b) == pairs(b, a)`` elementwise, and an item is
+    always a friend of itself (the kernel counts it without asking).
+    """
+
+    def prepare(self, items: Any, where: str) -> np.ndarray:
+        """Validate ``items`` and return an array whose first axis indexes the items."""
+        arr = np.asarray(items)
+        if arr.ndim < 1:
+            raise fail(
+                where, "points", "an array with one item per row", f"ndim={arr.ndim}"
+            )
+        return arr
+
+    @abc.abstractmethod
+    def pairs(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Decide ``f(a[m], b[m])`` for every ``m``; returns a bool array of length ``len(a)``."""
+
+
+class Ball(Predicate):
+    """``f(x, y) = 1`` iff the ℓ2 distance of ``x`` and ``y`` is at most ``radius``.
+
+    Items are rows of a 2-D float array ``(n, d)``; they are converted to float64 and must be
+    finite. The decision is ``squared_distance(x, y) <= fl(radius**2)`` (module docstring).
+    """
+
+    def __init__(self, radius: float) -> None:
+        r = check_finite_positive("ball", "radius", radius)
+        r2 = r * r
+        if not math.isfinite(r2) or r2 < 2.0**-900:
+            raise fail(
+                "ball",
+                "radius",
+                "a number whose square is in [2**-900, 2**1000]",
+                radius,
+            )
+        self.radius = r
+        self.radius_sq = r2
+
+    def __repr__(self) -> str:
+        return f"ball({self.radius!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Ball) and other.radius == self.radius
+
+    def __hash__(self) -> int:
+        return hash(("ball", self.radius))
+
+    def prepare(self, items: Any, where: str) -> np.ndarray:
+        arr = np.asarray(items)
+        if arr.ndim != 2:
+            raise fail(
+                where, "points", "a 2-D array of shape (n, d)", f"ndim={arr.ndim}"
+            )
+        if arr.shape[1] < 1:
+            raise fail(
+                where, "points", "a 2-D array with d >= 1 columns", f"shape={arr.shape}"
+            )
+        if not (
+            np.issubdtype(arr.dtype, np.floating)
+            or np.issubdtype(arr.dtype, np.integer)
+        ):
+            raise fail(
+                where, "points", "an array of real numbers", f"dtype={arr.dtype}"
+            )
+        x = np.ascontiguousarray(arr, dtype=np.float64)
+        # Refusing non-finite input reveals one bit about the data; the alternative (silently
+        # changing the predicate on such rows) would break the friendliness argument.
+        if not np.isfinite(x).all():
+            raise fail(
+                where, "points", "finite (no NaN or infinity)", "a non-finite entry"
+            )
+        return x
+
+    def pairs(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return squared_distance(a, b) <= self.radius_sq
+
+
+class CallablePredicate(Predicate):
+    """A user callable ``f(x, y) -> bool`` (slow path: one Python call per unordered pair).
+
+    The callable must be symmetric and satisfy ``f(x, x) = 1``; the kernel calls it once per
+    unordered pair ``i < j`` with ``x = items[i]``, ``y = items[j]`` and never on the diagonal.
+    """
+
+    def __init__(self, func: Callable[[Any, Any], Any]) -> None:
+        self.func = func
+
+    def __repr__(self) -> str:
+        return f"as_predicate({self.func!r})"
+
+    def pairs(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        f = self.func
+        return np.fromiter(
+            (bool(f(x, y)) for x, y in zip(a, b)), dtype=bool, count=len(a)
+        )
+
+
+def ball(radius: float) -> Ball:
+    """The ℓ2-ball predicate ``dist_r``: ``f(x, y) = 1`` iff ``‖x − y‖₂ ≤ radius``.
+
+    Parameters
+    ----------
+    radius : float
+        Finite, > 0 (public).
+
+    Returns
+    -------
+    Ball
+        Counted by :func:`privagg.friend_counts` with blocked float64 matrix products (any
+        ``d``) or a spatial index that counts whole subtrees (``d <= 8``); both give the counts
+        of the exact decision described in the module docstring.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> f = ball(1.0)
+    >>> bool(f.pairs(np.array([[0.0, 0.0]]), np.array([[0.6, 0.8]]))[0])
+    True
+    """
+    return Ball(radius)
+
+
+def as_predicate(predicate: Any, where: str = "friend_counts") -> Predicate:
+    """Return ``predicate`` itself if it is a :class:`Predicate`, wrap a callable, else fail."""
+    if isinstance(predicate, Predicate):
+        return predicate
+    if callable(predicate):
+        return CallablePredicate(predicate)
+    raise fail(
+        where,
+        "predicate",
+        "a privagg predicate or a callable f(x, y) -> bool",
+        predicate,
+    )
