@@ -26,6 +26,8 @@ test: $(VENV)/.installed-test
 bench: $(VENV)/.installed-bench
 	$(PY) benchmarks/noise.py
 	$(PY) benchmarks/histogram.py
+	$(PY) benchmarks/ledger.py
+	$(PY) benchmarks/friendcount.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .hypothesis

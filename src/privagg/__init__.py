@@ -21,14 +21,15 @@ _LAZY = {
     "laplace_histogram": "privagg.mechanisms.histogram",
     "stable_histogram": "privagg.mechanisms.histogram",
     "HistogramRelease": "privagg.mechanisms.histogram",
+    "stable_threshold": "privagg.mechanisms.histogram",
     # FriendlyCore
     "predicates": "privagg.friendlycore",
     "friend_counts": "privagg.friendlycore",
     "basic_filter": "privagg.friendlycore",
     "friendly_budget": "privagg.friendlycore",
     "end_to_end_budget": "privagg.friendlycore",
+    "friendly": "privagg.friendlycore",
     "private_mean": "privagg.friendlycore",
-    "private_kmeans": "privagg.friendlycore",
     # randomness
     "SecureGenerator": "privagg.noise.rng",
 }

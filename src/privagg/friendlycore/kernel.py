@@ -67,7 +67,8 @@ def friend_counts(
     ----------
     points : array_like
         The items, one per row: a 2-D float array ``(n, d)`` for :func:`~privagg.predicates.ball`
-        (converted to float64, must be finite); any array for a custom predicate.
+        (converted to float64; rows with a NaN or an infinity are friends of each other only,
+        see :mod:`privagg.friendlycore.predicates`); any array for a custom predicate.
     predicate : Predicate or callable
         A privagg predicate, or a symmetric callable ``f(x, y) -> bool`` with ``f(x, x) = 1``
         (called once per unordered pair ``i < j``; slow path for small ``n``).
@@ -88,8 +89,8 @@ def friend_counts(
     Raises
     ------
     ParameterError
-        On an invalid predicate, points of the wrong shape/dtype or non-finite points (the message
-        never shows data), or invalid options.
+        On an invalid predicate, points of the wrong shape/dtype (the message never shows data),
+        or invalid options. Never because of the values of the points.
 
     Examples
     --------
@@ -116,6 +117,13 @@ def friend_counts(
                 where, "method", "'auto' or 'generic' for a custom predicate", method
             )
         return _generic_counts(items, pred, block)
+    finite = np.isfinite(items).all(axis=1)
+    if not finite.all():  # the ⊥ rows: friends of each other only (predicates module)
+        counts = np.full(n, n - int(finite.sum()), dtype=np.int64)
+        counts[finite] = friend_counts(
+            items[finite], pred, method=method, block_size=block, n_threads=threads
+        )
+        return counts
     d = items.shape[1]
     if method == "auto":
         method = "tree" if d <= _LOW_D and n >= _TREE_MIN_N else "gemm"

@@ -23,6 +23,13 @@ evaluated in float64 in a fixed order: ``t_k = fl(x_k - y_k)``, ``acc = t_0*t_0`
 ``acc = fl(acc + fl(t_k*t_k))`` for ``k = 1, …, d-1`` (no fused multiply-add). This is exactly
 symmetric (``fl(x - y) = -fl(y - x)``) and reflexive, and every kernel of this package returns the
 counts of this decision (see ``docs/proofs/friendlycore.md``, "Numerics").
+
+Non-finite rows are data, not errors (an error would reveal that such a row exists). :func:`ball`
+maps every row with a NaN or an infinity to one extra element ``⊥`` of the domain and decides
+``f(⊥, ⊥) = 1`` and ``f(⊥, y) = 0`` for every finite ``y``. This extended predicate is still
+symmetric and reflexive, so every FriendlyCore argument applies to it unchanged; a friendly set
+is then either all finite or all ``⊥``, and a ``⊥`` row can only enter a core when more than half
+of the rows are ``⊥``.
 """
 
 from __future__ import annotations
@@ -89,8 +96,9 @@ class Predicate(abc.ABC):
 class Ball(Predicate):
     """``f(x, y) = 1`` iff the ℓ2 distance of ``x`` and ``y`` is at most ``radius``.
 
-    Items are rows of a 2-D float array ``(n, d)``; they are converted to float64 and must be
-    finite. The decision is ``squared_distance(x, y) <= fl(radius**2)`` (module docstring).
+    Items are rows of a 2-D float array ``(n, d)``, converted to float64. The decision is
+    ``squared_distance(x, y) <= fl(radius**2)`` for finite rows; non-finite rows are friends of
+    each other only (module docstring).
     """
 
     def __init__(self, radius: float) -> None:
@@ -132,17 +140,13 @@ class Ball(Predicate):
             raise fail(
                 where, "points", "an array of real numbers", f"dtype={arr.dtype}"
             )
-        x = np.ascontiguousarray(arr, dtype=np.float64)
-        # Refusing non-finite input reveals one bit about the data; the alternative (silently
-        # changing the predicate on such rows) would break the friendliness argument.
-        if not np.isfinite(x).all():
-            raise fail(
-                where, "points", "finite (no NaN or infinity)", "a non-finite entry"
-            )
-        return x
+        return np.ascontiguousarray(arr, dtype=np.float64)
 
     def pairs(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return squared_distance(a, b) <= self.radius_sq
+        close = squared_distance(a, b) <= self.radius_sq
+        bad_a = ~np.isfinite(a).all(axis=-1)
+        bad_b = ~np.isfinite(b).all(axis=-1)
+        return np.where(bad_a | bad_b, bad_a & bad_b, close)
 
 
 class CallablePredicate(Predicate):
