@@ -522,8 +522,9 @@ class HistogramRelease:
         """Bar chart of the frequencies with their (1 − β) intervals and, for the stable
         histogram, the threshold T in frequency units.
 
-        At most ``max_keys`` bars are drawn: the keys with the largest noisy counts, in release
-        order (post-processing). Uses matplotlib's Agg canvas (no display needed). Saves to
+        At most ``max_keys`` bars are drawn: the keys with the largest noisy counts
+        (post-processing), in domain order for the Laplace histogram (whose domain order is the
+        user's) and by decreasing noisy count for the stable histogram. Uses matplotlib's Agg canvas (no display needed). Saves to
         ``path`` when given and returns the :class:`matplotlib.figure.Figure`.
         """
         from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -532,7 +533,9 @@ class HistogramRelease:
         max_keys = check_positive_int("HistogramRelease.plot", "max_keys", max_keys)
         low, high = self.confidence_intervals(beta)
         idx = np.arange(len(self.keys))
-        if len(idx) > max_keys:
+        if self.threshold is not None:  # stable: no meaningful key order, show the largest first
+            idx = np.argsort(-self.counts, kind="stable")[:max_keys]
+        elif len(idx) > max_keys:
             idx = np.sort(np.argsort(-self.counts, kind="stable")[:max_keys])
         f = self.frequencies[idx]
         fig = Figure(figsize=(max(6.0, 0.3 * len(idx) + 2), 4.0))
