@@ -20,18 +20,44 @@ Errors depend only on public information (the shape and type of the input), neve
 from __future__ import annotations
 
 import functools
+import importlib
+import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from .._validate import fail
 
-__all__ = ["KeyCounts", "Domain", "count_keys", "as_domain", "align_to_domain", "sort_order"]
+__all__ = ["KeyCounts", "Domain", "count_keys", "as_domain", "align_to_domain", "sort_order", "is_arrow"]
 
-KeyArray = np.ndarray | pa.Array | pa.ChunkedArray
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    KeyArray = np.ndarray | pa.Array | pa.ChunkedArray
+else:
+
+    class _LazyModule:
+        """A module imported on first attribute access: pyarrow costs ~0.2 s to import, and the
+        DuckDB engine (which hands over numpy keys) never needs it."""
+
+        def __init__(self, name: str) -> None:
+            self._name = name
+
+        def __getattr__(self, attr: str) -> Any:
+            return getattr(importlib.import_module(self._name), attr)
+
+    pa = _LazyModule("pyarrow")
+    pc = _LazyModule("pyarrow.compute")
+    KeyArray = Any
+
+
+def is_arrow(x: Any) -> bool:
+    """True for a pyarrow Array or ChunkedArray, without importing pyarrow if nothing has."""
+    mod = sys.modules.get("pyarrow")
+    return mod is not None and isinstance(x, (mod.Array, mod.ChunkedArray))
+
 
 #: Largest span of an integer column counted with ``np.bincount`` (besides 2n).
 _BINCOUNT_SPAN = 1 << 20
@@ -102,7 +128,7 @@ def _object_array(items: list | tuple) -> np.ndarray:
 def _normalize(data: Any, where: str, name: str, rule: str) -> np.ndarray | pa.Array | pa.ChunkedArray:
     """Turn a supported 1-D input into a numpy array (numeric or object) or an Arrow array."""
     module = type(data).__module__.split(".")[0]
-    if isinstance(data, (pa.Array, pa.ChunkedArray)):
+    if is_arrow(data):
         return _from_arrow(data, where, name, rule)
     if module == "polars":
         if type(data).__name__ != "Series":
@@ -332,7 +358,7 @@ def as_domain(domain: Any, where: str = "as_domain", name: str = "domain") -> Do
     if kc.counts.shape[0] != kc.n:
         dup = kc.keys[np.flatnonzero(kc.counts > 1)[:3]]
         raise fail(where, name, _DOMAIN_RULE, f"a domain with duplicate keys such as {list(dup.tolist())!r}")
-    keys = _to_numpy(x) if isinstance(x, (pa.Array, pa.ChunkedArray)) else x
+    keys = _to_numpy(x) if is_arrow(x) else x
     keys = np.array(keys, copy=True)
     keys.flags.writeable = False
     return Domain(keys=keys)
@@ -340,7 +366,7 @@ def as_domain(domain: Any, where: str = "as_domain", name: str = "domain") -> Do
 
 def _distinct_strings(x: Any) -> bool:
     """True for a non-empty Arrow string array without nulls or duplicates (hash-based check)."""
-    if not isinstance(x, (pa.Array, pa.ChunkedArray)) or len(x) == 0 or x.null_count:
+    if not is_arrow(x) or len(x) == 0 or x.null_count:
         return False
     if not (pa.types.is_string(x.type) or pa.types.is_large_string(x.type)):
         return False
@@ -348,7 +374,7 @@ def _distinct_strings(x: Any) -> bool:
 
 
 def _family(keys: np.ndarray | pa.Array | pa.ChunkedArray) -> str:
-    if isinstance(keys, (pa.Array, pa.ChunkedArray)):
+    if is_arrow(keys):
         typ = keys.type
         if pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_boolean(typ):
             return "numeric"
@@ -361,7 +387,7 @@ def _family(keys: np.ndarray | pa.Array | pa.ChunkedArray) -> str:
 
 
 def _as_numpy_keys(keys: np.ndarray | pa.Array | pa.ChunkedArray) -> np.ndarray:
-    return _to_numpy(keys) if isinstance(keys, (pa.Array, pa.ChunkedArray)) else np.asarray(keys)
+    return _to_numpy(keys) if is_arrow(keys) else np.asarray(keys)
 
 
 def _maybe_strings(keys: np.ndarray) -> pa.Array | None:

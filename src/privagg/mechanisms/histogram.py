@@ -26,10 +26,17 @@ from typing import TYPE_CHECKING, Any
 
 import mpmath
 import numpy as np
-import pyarrow as pa
 
 from .._validate import check_beta, check_choice, check_delta, check_epsilon, check_positive_int, fail
-from ..engines.counting import Domain, KeyCounts, align_to_domain, as_domain, count_keys, sort_order
+from ..engines.counting import (
+    Domain,
+    KeyCounts,
+    align_to_domain,
+    as_domain,
+    count_keys,
+    is_arrow,
+    sort_order,
+)
 from ..errors import ParameterError
 from ..noise.distributions import DiscreteLaplace
 from ..noise.rational import to_fraction
@@ -853,6 +860,8 @@ def _stable_release(
 
 
 def _kept_keys(keys: Any, keep: np.ndarray) -> np.ndarray:
-    if isinstance(keys, (pa.Array, pa.ChunkedArray)):
+    if is_arrow(keys):
+        import pyarrow as pa
+
         return keys.filter(pa.array(keep)).to_numpy(zero_copy_only=False)
     return np.asarray(keys)[keep]
