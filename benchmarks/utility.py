@@ -1,0 +1,478 @@
+"""Utility benchmark: ℓ2 error of private means, privagg against baselines at the same (ε, δ).
+
+Run: ``python benchmarks/utility.py --quick`` (minutes) or ``--full`` (hours; see the printed
+estimate); ``--dims 10,100 --sizes 1000,10000`` keeps part of a grid (each cell has its own seed,
+so a part reproduces the same cells of the whole). Needs the ``bench`` extra (diffprivlib 0.6.6
+imports a name that scikit-learn >= 1.7 removed: install scikit-learn < 1.7 beside it).
+Writes ``docs/utility/mean.md`` and PNG plots, and prints the table and the issue's targets
+beside the measured ratios. Not a timed test; medians over ``--runs`` (>= 20) runs, every method
+on the same sample in each run.
+
+Data: ``N(μ, I_d)`` with ``‖μ‖ = 10⁴`` in a random direction, ``δ = 1e-6``. Stress settings:
+``contaminated`` (5% of points replaced by a cluster ``N(μ + 10⁶·v, I)``, ``v`` a random unit
+vector), ``heavy_tails`` (μ + independent Student-t, 3 dof, per coordinate), ``scale10``
+(``N(μ, 100·I)``, the scale not announced to any method). Error is ``‖estimate − μ‖`` (the
+inliers' population mean); a ⊥ release counts as an infinite error (and is counted).
+
+Methods (privacy notions differ; all at the same (ε, δ)):
+
+* ``privagg known r`` — ``private_mean(radius=r)``, ``r = √2·g(d, n²/0.01)`` with
+  ``g(d, m) = √(d + 2√(d ln m) + 2 ln m)``: every pair of N(μ, I) points is within r w.p. ≥ 0.99.
+  Computed for unit scale in every setting (what a user assuming ``I`` would pass).
+  Add/remove neighbours, (ε, δ)-DP.
+* ``privagg private r`` — ``private_mean(radius=None)``.
+* ``oracle`` — knows ``μ`` and the scale s (1, √3 for t₃, 10): clips to ``B(μ, s·g(d, n/0.01))``
+  and adds Gaussian noise of replace-one sensitivity ``2R/n``, σ by the analytic Gaussian
+  mechanism (Balle & Wang 2018) at (ε, δ). Not a private algorithm (μ is data); the floor.
+* ``CoinPress`` — ``benchmarks/baselines/coinpress.py``, prior ball ``B(0, 10⁵)``, the
+  schedule (t in 2..10, split) with the smallest public final radius, ρ the largest with
+  ``zcdp_to_epsilon(ρ, δ) <= ε``. Replace-one neighbours, n public.
+* ``diffprivlib`` — ``diffprivlib.tools.mean(x, epsilon=ε, bounds=±(10⁴+10), axis=0)``: ε-DP
+  (δ unused), ε split evenly over coordinates by diffprivlib, replace-one, n public.
+* ``empirical`` — the non-private sample mean (reference).
+
+Sections: ``mean`` now; a k-means section registers itself in ``SECTIONS`` later.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from scipy.special import log_ndtr
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from baselines.coinpress import best_plan, chi_radius, coinpress_mean, rho_for  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT_DIR = ROOT / "docs" / "utility"
+DELTA = 1e-6
+MU_NORM = 1e4
+PRIOR_RADIUS = 1e5
+BETA = 0.01
+SETTINGS = ("gaussian", "contaminated", "heavy_tails", "scale10")
+STRESS = SETTINGS[1:]
+SCALE = {"gaussian": 1.0, "contaminated": 1.0, "heavy_tails": math.sqrt(3.0), "scale10": 10.0}
+METHODS = (
+    "privagg known r",
+    "privagg private r",
+    "oracle",
+    "CoinPress",
+    "diffprivlib",
+    "empirical",
+)
+
+
+# ---------------------------------------------------------------- data
+def sample(setting: str, n: int, d: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(points (n, d), μ) for one run of ``setting``."""
+    mu = rng.normal(size=d)
+    mu *= MU_NORM / np.linalg.norm(mu)
+    if setting == "heavy_tails":
+        return mu + rng.standard_t(3, size=(n, d)), mu
+    x = mu + SCALE[setting] * rng.normal(size=(n, d))
+    if setting == "contaminated":
+        v = rng.normal(size=d)
+        bad = rng.choice(n, size=n // 20, replace=False)
+        x[bad] = mu + 1e6 * v / np.linalg.norm(v) + rng.normal(size=(bad.size, d))
+    return x, mu
+
+
+# ---------------------------------------------------------------- methods
+def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
+    """Smallest σ (to 1e-10 relative) with Balle–Wang's exact δ(σ) <= δ, by bisection.
+
+    δ(σ) = Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ) is decreasing in σ.
+    """
+
+    def delta_of(s: float) -> float:
+        a, b = sensitivity / (2 * s), epsilon * s / sensitivity
+        return math.exp(log_ndtr(a - b)) - math.exp(epsilon + log_ndtr(-a - b))
+
+    lo, hi = 1e-3 * sensitivity, sensitivity
+    while delta_of(hi) > delta:
+        lo, hi = hi, 2 * hi
+    while hi - lo > 1e-10 * hi:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if delta_of(mid) <= delta else (mid, hi)
+    return hi
+
+
+def oracle_mean(
+    x: np.ndarray, mu: np.ndarray, scale: float, epsilon: float, rng: np.random.Generator
+) -> np.ndarray:
+    n, d = x.shape
+    radius = scale * chi_radius(d, n / BETA)
+    y = x - mu
+    norms = np.sqrt(np.einsum("ij,ij->i", y, y))
+    clipped = y * np.minimum(1.0, radius / np.maximum(norms, 1e-300))[:, None]
+    sigma = analytic_gaussian_sigma(epsilon, DELTA, 2 * radius / n)
+    return mu + clipped.mean(axis=0) + rng.normal(0.0, sigma, size=d)
+
+
+def diffprivlib_mean(x: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarray:
+    from diffprivlib.tools import mean
+
+    b = MU_NORM + 10.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return mean(
+            x, epsilon=epsilon, bounds=(-b, b), axis=0, random_state=int(rng.integers(2**31))
+        )
+
+
+def known_radius(n: int, d: int) -> float:
+    return math.sqrt(2.0) * chi_radius(d, n * n / BETA)
+
+
+def _load_privagg() -> Callable | None:
+    try:
+        from privagg.friendlycore.mean import private_mean
+    except ImportError:
+        return None
+    return private_mean
+
+
+# ---------------------------------------------------------------- harness
+@dataclass
+class Cell:
+    setting: str
+    n: int
+    d: int
+    epsilon: float
+    errors: dict[str, list[float]] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    bottoms: dict[str, int] = field(default_factory=dict)
+
+    def median(self, method: str) -> float:
+        errs = self.errors.get(method)
+        return statistics.median(errs) if errs else math.nan
+
+
+class MeanBench:
+    """Runs the cells; skips a method that is not available (printing why, once)."""
+
+    def __init__(self, runs: int, seed: int) -> None:
+        self.runs, self.seed = runs, seed
+        self.private_mean = _load_privagg()
+        self.unavailable: dict[str, str] = {}
+        if self.private_mean is None:
+            self._drop("privagg known r", "privagg: not available")
+            self._drop("privagg private r", "privagg: not available")
+        try:
+            import diffprivlib  # noqa: F401
+        except ImportError as exc:
+            self._drop("diffprivlib", f"diffprivlib: not available ({exc})")
+
+    def _drop(self, method: str, why: str) -> None:
+        if method not in self.unavailable:
+            self.unavailable[method] = why
+            print(why, flush=True)
+
+    def _privagg(
+        self, x: np.ndarray, eps: float, radius: float | None, rng: np.random.Generator
+    ) -> np.ndarray | None:
+        rel = self.private_mean(x, epsilon=eps, delta=DELTA, radius=radius, rng=rng)
+        return rel.mean if rel.ok else None
+
+    def run_cell(self, setting: str, n: int, d: int, eps: float) -> Cell:
+        cell = Cell(setting, n, d, eps)
+        plan = best_plan(n, d, rho=rho_for(eps, DELTA), prior_radius=PRIOR_RADIUS, beta=BETA)
+        r_known = known_radius(n, d)
+        methods: dict[
+            str, Callable[[np.ndarray, np.ndarray, np.random.Generator], np.ndarray | None]
+        ] = {
+            "privagg known r": lambda x, mu, g: self._privagg(x, eps, r_known, g),
+            "privagg private r": lambda x, mu, g: self._privagg(x, eps, None, g),
+            "oracle": lambda x, mu, g: oracle_mean(x, mu, SCALE[setting], eps, g),
+            "CoinPress": lambda x, mu, g: coinpress_mean(x, plan, rng=g),
+            "diffprivlib": lambda x, mu, g: diffprivlib_mean(x, eps, g),
+            "empirical": lambda x, mu, g: x.mean(axis=0),
+        }
+        # The cell's own seed: a cell gives the same samples in every grid that contains it.
+        key = [self.seed, SETTINGS.index(setting), n, d, round(eps * 1000)]
+        seeds = np.random.SeedSequence(key).spawn(self.runs)
+        for run_seed in seeds:
+            data_seed, method_seed = run_seed.spawn(2)
+            x, mu = sample(setting, n, d, np.random.default_rng(data_seed))
+            gens = np.random.default_rng(method_seed).spawn(len(methods))
+            for (name, fn), gen in zip(methods.items(), gens, strict=True):
+                if name in self.unavailable:
+                    continue
+                t = time.perf_counter()
+                try:
+                    est = fn(x, mu, gen)
+                except (ImportError, NotImplementedError) as exc:
+                    self._drop(name, f"{name}: not available ({type(exc).__name__}: {exc})")
+                    continue
+                cell.seconds[name] = cell.seconds.get(name, 0.0) + time.perf_counter() - t
+                if est is None:
+                    cell.bottoms[name] = cell.bottoms.get(name, 0) + 1
+                    err = math.inf
+                else:
+                    err = float(np.linalg.norm(est - mu))
+                cell.errors.setdefault(name, []).append(err)
+        return cell
+
+
+# ---------------------------------------------------------------- grids
+def quick_grid() -> list[tuple[str, int, int, float]]:
+    """d = 100, n = 10⁴, ε = 1 in every setting, plus the isotropic n = 10³ point."""
+    return [(s, 10_000, 100, 1.0) for s in SETTINGS] + [("gaussian", 1_000, 100, 1.0)]
+
+
+def full_grid() -> list[tuple[str, int, int, float]]:
+    """Isotropic: every d, n, ε; stress settings: every d, n at ε = 1."""
+    cells = [
+        ("gaussian", n, d, e)
+        for d in (10, 100, 1000)
+        for n in (1_000, 10_000, 100_000)
+        for e in (0.5, 1.0, 2.0)
+    ]
+    cells += [
+        (s, n, d, 1.0) for s in STRESS for d in (10, 100, 1000) for n in (1_000, 10_000, 100_000)
+    ]
+    return cells
+
+
+def estimate_seconds(
+    cells: list[Cell], grid: list[tuple[str, int, int, float]], runs: int
+) -> float:
+    """Extrapolate the grid's runtime from the measured cells (a rough guide, not a promise).
+
+    Cost model: privagg ~ min(n, 4000)²·d + 50·n·d (friend counting on the locate subsample,
+    then linear passes), the others ~ n·d. Per method, seconds per unit come from its largest
+    measured cell (fixed overheads inflate the small ones).
+    """
+    per_unit: dict[str, float] = {}
+    largest: dict[str, float] = {}
+    for c in cells:
+        for m, s in c.seconds.items():
+            units = _cost_units(m, c.n, c.d)
+            if units > largest.get(m, 0.0):
+                largest[m] = units
+                per_unit[m] = s / (len(c.errors[m]) * units)
+    return sum(per_unit[m] * _cost_units(m, n, d) * runs for _, n, d, _ in grid for m in per_unit)
+
+
+def _cost_units(method: str, n: int, d: int) -> float:
+    if method.startswith("privagg"):
+        return min(n, 4000) ** 2 * d + 50.0 * n * d
+    return float(n * d)
+
+
+# ---------------------------------------------------------------- report
+TARGETS_ISO = (("privagg", "CoinPress", 1.3), ("privagg", "oracle", 2.0))
+
+
+def _fmt(x: float) -> str:
+    if math.isnan(x):
+        return "n/a"
+    if math.isinf(x):
+        return "⊥"
+    return f"{x:.3g}"
+
+
+def table(cells: list[Cell], methods: list[str]) -> str:
+    head = "| setting | d | n | ε | " + " | ".join(methods) + " | ⊥ (of runs) |"
+    rows = [head, "|" + "---|" * (len(methods) + 5)]
+    for c in cells:
+        bots = ", ".join(f"{m}: {k}" for m, k in c.bottoms.items()) or "0"
+        rows.append(
+            f"| {c.setting} | {c.d} | {c.n} | {c.epsilon:g} | "
+            + " | ".join(_fmt(c.median(m)) for m in methods)
+            + f" | {bots} |"
+        )
+    return "\n".join(rows)
+
+
+def targets(cells: list[Cell], variants: list[str]) -> list[str]:
+    """One line per target, per privagg variant: measured ratio and MET / NOT MET."""
+    lines = []
+
+    def ratio(c: Cell, a: str, b: str) -> float:
+        return c.median(a) / c.median(b)
+
+    for v in variants:
+        for c in cells:
+            tag = f"{c.setting} d={c.d} n={c.n} ε={c.epsilon:g}"
+            if c.setting == "gaussian":
+                bounds = [("CoinPress", 1.3), ("oracle", 2.0)] if c.n > 1000 else [("oracle", 3.0)]
+                for other, lim in bounds:
+                    q = ratio(c, v, other)
+                    ok = "MET" if q <= lim else "NOT MET"
+                    lines.append(f"{v} / {other} <= {lim:g} [{tag}]: {q:.3g}  {ok}")
+            else:
+                for other in ("CoinPress", "diffprivlib"):
+                    q = ratio(c, v, other)
+                    ok = "MET" if q < 1 else "NOT MET"
+                    note = (
+                        "  (r given for unit scale)"
+                        if v == "privagg known r" and SCALE[c.setting] != 1.0
+                        else ""
+                    )
+                    lines.append(f"{v} < {other} (ratio < 1) [{tag}]: {q:.3g}  {ok}{note}")
+    return lines
+
+
+def plot(cells: list[Cell], methods: list[str], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(cells)), 4.2))
+    width = 0.8 / len(methods)
+    for i, m in enumerate(methods):
+        vals = [c.median(m) for c in cells]
+        vals = [v if math.isfinite(v) else np.nan for v in vals]
+        ax.bar(np.arange(len(cells)) + i * width, vals, width, label=m)
+    ax.set_xticks(np.arange(len(cells)) + 0.4 - width / 2)
+    ax.set_xticklabels(
+        [f"{c.setting}\nd={c.d} n={c.n}\nε={c.epsilon:g}" for c in cells], fontsize=8
+    )
+    ax.set_yscale("log")
+    ax.set_ylabel("median ℓ2 error")
+    ax.set_title(f"Private mean, δ = {DELTA:g} (⊥ and missing bars: not shown)")
+    ax.legend(fontsize=7, ncol=3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_vs_n(cells: list[Cell], methods: list[str], path: Path) -> None:
+    """Isotropic ε = 1: error against n, one panel per d (full grid only)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    iso = [c for c in cells if c.setting == "gaussian" and c.epsilon == 1.0]
+    dims = sorted({c.d for c in iso})
+    fig, axes = plt.subplots(1, len(dims), figsize=(4.5 * len(dims), 4), squeeze=False)
+    for ax, d in zip(axes[0], dims, strict=True):
+        sub = sorted((c for c in iso if c.d == d), key=lambda c: c.n)
+        for m in methods:
+            ax.plot([c.n for c in sub], [c.median(m) for c in sub], marker="o", label=m)
+        ax.set(xscale="log", yscale="log", xlabel="n", title=f"d = {d}, ε = 1")
+    axes[0][0].set_ylabel("median ℓ2 error")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def mean_section(args: argparse.Namespace) -> None:
+    grid = full_grid() if args.full else quick_grid()
+    grid = [
+        cell
+        for cell in grid
+        if (args.dims is None or cell[2] in args.dims)
+        and (args.sizes is None or cell[1] in args.sizes)
+    ]
+    bench = MeanBench(args.runs, args.seed)
+    print(f"seed={args.seed} runs={args.runs} cells={len(grid)} delta={DELTA:g}", flush=True)
+    cells = []
+    t0 = time.perf_counter()
+    for i, (setting, n, d, eps) in enumerate(grid):
+        cells.append(bench.run_cell(setting, n, d, eps))
+        print(
+            f"  [{i + 1}/{len(grid)}] {setting} d={d} n={n} ε={eps:g} done "
+            f"({time.perf_counter() - t0:.0f} s)",
+            flush=True,
+        )
+    elapsed = time.perf_counter() - t0
+    methods = [m for m in METHODS if m not in bench.unavailable]
+    variants = [m for m in methods if m.startswith("privagg")]
+    tab = table(cells, methods)
+    tgt = targets(cells, variants) if variants else ["privagg: not available; no target evaluated"]
+    per_method = {m: sum(c.seconds.get(m, 0.0) for c in cells) for m in methods}
+    timing = ", ".join(f"{m} {s:.1f} s" for m, s in per_method.items())
+    est = estimate_seconds(cells, full_grid(), args.runs)
+    mode = "full" if args.full else "quick"
+    print("\n" + tab + "\n\nTargets (issue 5):\n" + "\n".join("  " + t for t in tgt))
+    print(
+        f"\n{mode} grid: {elapsed:.0f} s ({timing}); estimated full grid at {args.runs} runs: "
+        f"{est / 3600:.1f} h"
+    )
+    for why in bench.unavailable.values():
+        print(why)
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    plot(
+        cells if not args.full else [c for c in cells if c.epsilon == 1.0 and c.n == 10_000],
+        methods,
+        OUT_DIR / "mean_settings.png",
+    )
+    if args.full:
+        plot_vs_n(cells, methods, OUT_DIR / "mean_vs_n.png")
+    md = [
+        "# Private mean: utility (generated by `benchmarks/utility.py`)",
+        "",
+        f"Command: `python benchmarks/utility.py --{mode} --runs {args.runs} --seed {args.seed}"
+        f"{_filters(args)}`; "
+        f"median ℓ2 error ‖estimate − μ‖ over {args.runs} runs, δ = {DELTA:g}, ‖μ‖ = 10⁴. "
+        "Methods and settings: the module docstring of `benchmarks/utility.py`. "
+        "A ⊥ entry: at least half of the runs released ⊥ (no estimate); ⊥ counts as an "
+        "infinite error.",
+        "",
+        tab,
+        "",
+        "## Targets (issue 5)",
+        "",
+        *[f"- {t}" for t in tgt],
+        "",
+        f"Runtime: {elapsed:.0f} s ({timing}); estimated full grid: {est / 3600:.1f} h.",
+        *[f"- {why}" for why in bench.unavailable.values()],
+        "",
+        "![errors by setting](mean_settings.png)",
+        *(["", "![error against n](mean_vs_n.png)"] if args.full else []),
+        "",
+    ]
+    (OUT_DIR / "mean.md").write_text("\n".join(md), encoding="utf-8")
+    print(f"wrote {OUT_DIR / 'mean.md'}")
+
+
+#: Benchmark sections by name; the k-means section adds itself here.
+SECTIONS: dict[str, Callable[[argparse.Namespace], None]] = {"mean": mean_section}
+
+
+def _filters(args: argparse.Namespace) -> str:
+    out = ""
+    for name in ("dims", "sizes"):
+        values = getattr(args, name)
+        if values is not None:
+            out += f" --{name} " + ",".join(str(v) for v in sorted(values))
+    return out
+
+
+def _int_list(text: str) -> set[int]:
+    return {int(v) for v in text.split(",")}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="reduced grid (default)")
+    mode.add_argument("--full", action="store_true", help="the whole grid (hours)")
+    parser.add_argument("--runs", type=int, default=20, help="runs per cell (>= 20)")
+    parser.add_argument("--seed", type=int, default=5)
+    parser.add_argument("--section", choices=sorted(SECTIONS), default="mean")
+    parser.add_argument("--dims", type=_int_list, help="keep only these d (comma-separated)")
+    parser.add_argument("--sizes", type=_int_list, help="keep only these n (comma-separated)")
+    args = parser.parse_args(argv)
+    if args.runs < 20:
+        parser.error("--runs must be >= 20 (medians over at least 20 runs)")
+    SECTIONS[args.section](args)
+
+
+if __name__ == "__main__":
+    main()
