@@ -30,6 +30,7 @@ _LAZY = {
     "end_to_end_budget": "privagg.friendlycore",
     "friendly": "privagg.friendlycore",
     "private_mean": "privagg.friendlycore",
+    "MeanRelease": "privagg.friendlycore",
     # randomness
     "SecureGenerator": "privagg.noise.rng",
 }

@@ -12,11 +12,13 @@ from .conversion import (
 )
 from .filter import basic_filter, keep_probabilities
 from .kernel import friend_counts
+from .mean import MeanRelease, private_mean
 from .predicates import ball
 
 __all__ = [
     "FriendlyMechanism",
     "FriendlyRelease",
+    "MeanRelease",
     "ball",
     "basic_filter",
     "end_to_end_budget",
@@ -25,4 +27,5 @@ __all__ = [
     "friendly_budget",
     "keep_probabilities",
     "predicates",
+    "private_mean",
 ]

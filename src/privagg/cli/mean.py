@@ -1,0 +1,100 @@
+"""``privagg mean FILE --columns A,B,... --epsilon E --delta D [--radius R]``: a private mean.
+
+Order of work: parameters → the file's schema and the numeric columns (DuckDB) → the ledger →
+:func:`privagg.friendlycore.mean.private_mean` (which charges the ledger before drawing noise) →
+output. Errors come only from public inputs (parameters, path, schema), never from values.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import ExitStack
+from pathlib import Path
+
+import click
+
+from .. import _validate
+from ..accounting import Ledger
+from ._params import number_option
+
+__all__ = ["mean"]
+
+WHERE = "private_mean"
+
+
+def _radius(text: str | None) -> float | None:
+    if text is None:
+        return None
+    return number_option(WHERE, "radius", text, lambda where, value, name: _validate.check_finite_positive(
+        where, name, value))
+
+
+def _columns(text: str) -> list[str]:
+    cols = [c.strip() for c in text.split(",")]
+    if not cols or any(not c for c in cols) or len(set(cols)) != len(cols):
+        raise _validate.fail(WHERE, "columns", "a comma-separated list of distinct column names", text)
+    return cols
+
+
+@click.command()
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--columns", required=True, metavar="A,B,...", help="Numeric columns (exact names), comma-separated.")
+@click.option("--epsilon", required=True, metavar="E", help="Privacy parameter ε > 0.")
+@click.option("--delta", required=True, metavar="D", help="δ in (0, 1).")
+@click.option("--radius", default=None, metavar="R", help="Friendship radius r (ℓ2); absent → chosen privately.")
+@click.option("--calibration", default="gaussian", show_default=True, metavar="gaussian|laplace|zcdp",
+              help="Noise calibration.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (for machines).")
+@click.option("--ledger", type=click.Path(dir_okay=False, path_type=Path), help="Charge this privacy ledger.")
+def mean(
+    file: Path,
+    columns: str,
+    epsilon: str,
+    delta: str,
+    radius: str | None,
+    calibration: str,
+    as_json: bool,
+    ledger: Path | None,
+) -> None:
+    """A differentially private mean of the COLUMNS of FILE (CSV with a header row, or Parquet).
+
+    FriendlyCore locates the data privately (no bounds needed), then a clipped noisy sum gives
+    the mean; ⊥ ("ok": false) when too few points agree. Rows with a missing or non-numeric value
+    are dropped (data, not errors). Add/remove neighbours.
+    """
+    from ..engines.duckdb_numeric import read_numeric_columns
+    from ..friendlycore.mean import CALIBRATIONS, private_mean
+
+    cols = _columns(columns)
+    eps = number_option(WHERE, "epsilon", epsilon)
+    dlt = number_option(WHERE, "delta", delta, _validate.check_delta)
+    r = _radius(radius)
+    _validate.check_choice(WHERE, "calibration", calibration, CALIBRATIONS)
+    points = read_numeric_columns(file, cols, caller=WHERE)
+    with ExitStack() as stack:
+        charged = None if ledger is None else stack.enter_context(Ledger(ledger))
+        release = private_mean(points, epsilon=eps, delta=dlt, radius=r, calibration=calibration,
+                               rng=None, ledger=charged)
+    payload = {
+        "ok": bool(release.ok),
+        "mean": None if release.mean is None else [float(v) for v in release.mean],
+        "epsilon": float(release.epsilon),
+        "delta": float(release.delta),
+        "radius": None if release.radius is None else float(release.radius),
+        "columns": cols,
+        "calibration": release.calibration,
+        "secure": bool(release.secure),
+    }
+    if as_json:
+        sys.stdout.write(json.dumps(payload, allow_nan=False) + "\n")
+        return
+    click.echo(f"private mean of {file.name} · columns {', '.join(cols)}")
+    click.echo(f"guarantee   ε = {release.epsilon:.4g}, δ = {release.delta:.3g} (add/remove neighbours)")
+    click.echo(f"radius      {'not found (⊥)' if release.radius is None else f'{release.radius:.4g}'}"
+               f"{' (given)' if r is not None else ' (chosen privately)'}")
+    if not release.ok:
+        click.echo("result      ⊥: too few points agree on a location; nothing more is released")
+        return
+    for name, value in zip(cols, release.mean):
+        click.echo(f"  {name}: {value:.6g}")

@@ -1,0 +1,466 @@
+"""``private_mean``: a DP mean with no prior on where the data lie (FriendlyCore locate + clipped sum).
+
+Algorithm (proof: ``docs/proofs/mean.md``). Non-finite rows are removed first (a declared,
+1-stable policy: adding or removing one row changes the finite rows by at most one row). Then,
+with public shares of the budget:
+
+1. **Count.** ``n̂ = n + Z``, ``Z`` discrete Laplace of scale ``1/ε_n`` (ε_n-DP).
+2. **Radius** (only when ``radius=None``). AboveThreshold over the public grid
+   ``r_j = 2^{j/4}`` (``j = −40 … 160``: 2⁻¹⁰ to 2⁴⁰) on the Poisson subsample of step 3; see
+   :mod:`privagg.friendlycore.radius`.
+3. **Locate.** A Poisson subsample ``S`` of rate ``q = min(1, m_locate / n̂)`` (data-independent
+   given the released ``n̂``), then FriendlyCore with ``ball(r)``: BasicFilter, and friendly
+   averaging of the core ``C``: ``m̂ = |C| + DLap(1/ε_c)``, ``m_low = m̂ − k`` with
+   ``P[DLap > k] <= δ_c``; ⊥ when ``m_low < M_MIN``; else ``ĉ = avg(C)`` released on a grid with
+   ℓ2 sensitivity ``2r/m_low`` (discrete Gaussian, ρ_m-zCDP, or discrete Laplace with ℓ1
+   sensitivity ``√d·2r/m_low``). The friendly guarantee ``(ε_c + ε_m, δ_c + δ_m)`` becomes an
+   end-to-end one by the conversion theorem (:func:`privagg.end_to_end_budget`).
+4. **Estimate.** Every finite row is clipped to the ball ``B(ĉ, R)``, ``R = r + b`` where ``b``
+   is a public 1 − 10⁻³ quantile bound of the locate noise norm; the sum of ``clip(x − ĉ)``
+   (ℓ2 sensitivity ``R``, ℓ1 ``√d·R``) is released on a grid with discrete Gaussian noise
+   (ρ-zCDP, converted to (ε₂, δ₂) with Canonne–Kamath–Steinke) or discrete Laplace (ε₂-DP).
+   ``mean = ĉ + sum / n̂``; ⊥ if ``n̂ < 1``.
+
+The four steps compose sequentially (adaptive basic composition): the release is
+``(ε_n + ε_sel + ε_1 + ε_2, δ_sel + δ_1 + δ_2)``-DP under add/remove neighbours, at most the
+requested (ε, δ). :func:`mean_plan` computes every scale from public inputs only.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import numbers
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import mpmath
+import numpy as np
+
+from .._validate import (
+    check_choice,
+    check_delta,
+    check_epsilon,
+    check_finite_positive,
+    fail,
+)
+from ..accounting import PrivacyLoss, zcdp_to_epsilon
+from ..noise.grid import grid_gaussian, grid_laplace
+from ..noise.rng import resolve_rng
+from ..noise.samplers import discrete_laplace
+from .conversion import end_to_end_budget, friendly_budget
+from .filter import alpha_fraction, core_mask
+from .predicates import ball
+
+__all__ = ["CALIBRATIONS", "MeanPlan", "MeanRelease", "mean_plan", "private_mean", "rho_for"]
+
+CALIBRATIONS = ("gaussian", "laplace", "zcdp")
+#: Public floor on the noisy lower bound of the core size; below it the release is ⊥.
+M_MIN = 10
+#: Default size of the locate subsample (friend counting is O(m²d)).
+M_LOCATE = 8000
+#: Failure probability of the public bound on the locate noise norm that sets R.
+BETA_LOCATE = 1e-3
+# Budget shares (public constants, tuned with benchmarks/mean_tuning.py).
+_SHARE_COUNT = Fraction(1, 40)
+_SHARE_SELECT = Fraction(1, 10)
+_SHARE_LOCATE = Fraction(1, 5)
+_SHARE_LOCATE_DELTA = Fraction(1, 2)
+_SHARE_FRIENDLY_COUNT = Fraction(1, 4)
+_ROWS = 1 << 14  # rows per block of the clipped sum
+_SAFETY = 1.0 + 2.0**-40  # sensitivities are inflated by this factor (float rounding)
+
+
+def _frac(x: Any) -> Fraction:
+    """``x`` exactly; for a float, the smaller of its value and its shortest decimal reading
+    (what a :class:`~privagg.accounting.Ledger` records), so a charge never exceeds it."""
+    if isinstance(x, float):
+        return min(Fraction(x), Fraction(repr(x)))
+    return Fraction(x)
+
+
+def _float_down(x: Fraction) -> float:
+    f = float(x)
+    return math.nextafter(f, -math.inf) if Fraction(f) > x else f
+
+
+def _float_up(x: Fraction) -> float:
+    f = float(x)
+    return math.nextafter(f, math.inf) if Fraction(f) < x else f
+
+
+def rho_for(epsilon: Any, delta: Any) -> Fraction:
+    """The largest ρ (within 2⁻⁴⁰ relative) with ``zcdp_to_epsilon(ρ, δ) <= ε`` (never above).
+
+    Bisection on the accounting module's rigorous conversion, so the returned ρ is certified:
+    ``zcdp_to_epsilon(rho_for(ε, δ), δ) <= ε`` exactly.
+    """
+    eps, dlt = _frac(epsilon), _frac(delta)
+    lo_f, hi_f = 0.0, float(eps)  # the invariant: ρ = lo_f is certified (ρ = 0 trivially)
+    for _ in range(48):
+        mid = (lo_f + hi_f) / 2
+        if zcdp_to_epsilon(Fraction(mid), dlt) <= eps:
+            lo_f = mid
+        else:
+            hi_f = mid
+    lo = Fraction(lo_f)
+    if lo > 0 and zcdp_to_epsilon(lo, dlt) > eps:  # pragma: no cover - bisection invariant
+        raise AssertionError("rho_for: bisection invariant broken")
+    return lo
+
+
+def dlap_tail_shift(scale: Fraction, delta: Fraction) -> int:
+    """The least integer ``k >= 0`` with ``exp(−k/t) <= δ``; then ``P[Z > k] < δ`` for
+    ``Z ~ DLap(t)`` (``P[Z >= k+1] = e^{−(k+1)/t}/(1 + e^{−1/t})``)."""
+    with mpmath.workdps(50):
+        t = mpmath.mpf(scale.numerator) / scale.denominator
+        d = mpmath.mpf(delta.numerator) / delta.denominator
+        k = max(0, int(mpmath.ceil(t * mpmath.log(1 / d))))
+        while mpmath.exp(-mpmath.mpf(k) / t) > d:  # pragma: no cover - guard against rounding
+            k += 1
+    return k
+
+
+@dataclass(frozen=True)
+class MeanPlan:
+    """Every public scale of :func:`private_mean`, computed without data.
+
+    Attributes
+    ----------
+    calibration : str
+    alpha : float
+    eps_count : Fraction
+        ε of the noisy count ``n̂`` (discrete Laplace scale ``1/eps_count``).
+    eps_select, delta_select : Fraction
+        Radius selection (0 when the radius is given).
+    eps_friendly, delta_friendly : Fraction
+        The locate step's friendly budget (the friendly algorithm's guarantee).
+    eps_core_count, delta_core_count : Fraction
+        Friendly count part (discrete Laplace scale ``1/eps_core_count``; tail ``delta``).
+    eps_core_mean, delta_core_mean : Fraction
+        Friendly mean part; ``rho_core_mean`` its ρ for Gaussian calibrations (else None).
+    eps_locate, delta_locate : Fraction
+        End-to-end guarantee of the locate step (conversion theorem).
+    eps_sum, delta_sum : Fraction
+        The clipped-sum release; ``rho_sum`` its ρ for Gaussian calibrations (else None).
+    """
+
+    calibration: str
+    alpha: float
+    eps_count: Fraction
+    eps_select: Fraction
+    delta_select: Fraction
+    eps_friendly: Fraction
+    delta_friendly: Fraction
+    eps_core_count: Fraction
+    delta_core_count: Fraction
+    eps_core_mean: Fraction
+    delta_core_mean: Fraction
+    rho_core_mean: Fraction | None
+    eps_locate: Fraction
+    delta_locate: Fraction
+    eps_sum: Fraction
+    delta_sum: Fraction
+    rho_sum: Fraction | None
+
+    @property
+    def gaussian(self) -> bool:
+        return self.calibration != "laplace"
+
+    @property
+    def core_count_shift(self) -> int:
+        """``k``: ``m_low = m̂ − k`` with ``P[DLap(1/eps_core_count) > k] < delta_core_count``."""
+        return dlap_tail_shift(1 / self.eps_core_count, self.delta_core_count)
+
+    @property
+    def privacy_loss(self) -> PrivacyLoss:
+        """The end-to-end (ε, δ) by basic composition of the four steps."""
+        eps = self.eps_count + self.eps_select + self.eps_locate + self.eps_sum
+        dlt = self.delta_select + self.delta_locate + self.delta_sum
+        return PrivacyLoss.approx(eps, dlt)
+
+    def public_parameters(self) -> dict[str, Any]:
+        """JSON-ready public parameters (for the ledger)."""
+        return {"calibration": self.calibration, "alpha": self.alpha,
+                "eps_count": float(self.eps_count), "eps_select": float(self.eps_select),
+                "eps_locate": float(self.eps_locate), "eps_sum": float(self.eps_sum)}
+
+
+def mean_plan(
+    epsilon: Any,
+    delta: Any,
+    *,
+    calibration: str = "gaussian",
+    alpha: Any = 0.0,
+    select_radius: bool = False,
+    where: str = "private_mean",
+) -> MeanPlan:
+    """Split (ε, δ) between the steps of :func:`private_mean` and calibrate each (public only).
+
+    Shares: ε_n = ε/40; ε_sel = ε/10 when the radius is chosen privately (δ_sel = 0); the locate
+    step gets the end-to-end (ε/5, δ/2) (δ for ``"laplace"``), turned into a friendly budget by
+    :func:`privagg.friendly_budget` and split 1/4 : 3/4 between count and mean (δ half each for
+    Gaussian); the sum gets the rest, (ε − the others, δ/2), as ρ-zCDP certified by
+    :func:`rho_for` (Gaussian) or as pure ε (Laplace). Every returned guarantee is the exact
+    one of the calibrated noise, never above its share.
+    """
+    eps = _frac(check_epsilon(where, epsilon))
+    dlt = _frac(check_delta(where, delta))
+    check_choice(where, "calibration", calibration, CALIBRATIONS)
+    alpha_fraction(alpha, where)
+    return _plan(eps, dlt, calibration, Fraction(alpha), bool(select_radius))
+
+
+@functools.lru_cache(maxsize=64)
+def _plan(eps: Fraction, dlt: Fraction, calibration: str, alpha: Fraction, select_radius: bool) -> MeanPlan:
+    gaussian = calibration != "laplace"
+    eps_count = eps * _SHARE_COUNT
+    eps_select = eps * _SHARE_SELECT if select_radius else Fraction(0)
+    locate_target = eps * _SHARE_LOCATE
+    locate_delta_target = dlt * _SHARE_LOCATE_DELTA if gaussian else dlt
+    ef, df = friendly_budget(_float_down(locate_target), _float_down(locate_delta_target), alpha=alpha)
+    ef, df = Fraction(ef), Fraction(df)
+    e_cc = ef * _SHARE_FRIENDLY_COUNT
+    e_cm = ef - e_cc
+    if gaussian:
+        d_cc = df / 2
+        d_cm = df - d_cc
+        rho_cm = rho_for(e_cm, d_cm)
+        e_cm = zcdp_to_epsilon(rho_cm, d_cm)
+    else:
+        d_cc, d_cm, rho_cm = df, Fraction(0), None
+    e_loc, d_loc = end_to_end_budget(_float_up(e_cc + e_cm), _float_up(d_cc + d_cm), alpha=alpha)
+    e_loc, d_loc = Fraction(e_loc), Fraction(d_loc)
+    eps_sum = eps - eps_count - eps_select - e_loc
+    if gaussian:
+        delta_sum = dlt - d_loc
+        rho_sum = rho_for(eps_sum, delta_sum)
+        eps_sum = zcdp_to_epsilon(rho_sum, delta_sum)
+    else:
+        delta_sum, rho_sum = Fraction(0), None
+    return MeanPlan(calibration, float(alpha), eps_count, eps_select, Fraction(0), ef, df,
+                    e_cc, d_cc, e_cm, d_cm, rho_cm, e_loc, d_loc, eps_sum, delta_sum, rho_sum)
+
+
+@dataclass(frozen=True)
+class MeanRelease:
+    """A private mean (or ⊥).
+
+    Attributes
+    ----------
+    ok : bool
+        False when the mechanism output ⊥ (a normal DP output: too few points agree).
+    mean : numpy.ndarray of float64, shape (d,), or None
+    epsilon, delta : float
+        The end-to-end guarantee (add/remove neighbours), at most the requested budget.
+    radius : float or None
+        The friendship radius used (given, or privately selected; None if selection failed).
+    secure : bool
+        Noise drawn from the secure generator.
+    privacy_loss : PrivacyLoss
+        ``PrivacyLoss.approx(epsilon, delta)`` (what a ledger is charged).
+    calibration : str
+    clip_radius : float or None
+        The public-given-ĉ clipping radius R of the estimate step (None on ⊥ before it).
+    """
+
+    ok: bool
+    mean: np.ndarray | None
+    epsilon: float
+    delta: float
+    radius: float | None
+    secure: bool
+    privacy_loss: PrivacyLoss
+    calibration: str
+    clip_radius: float | None = None
+
+
+def _check_points(where: str, points: Any) -> np.ndarray:
+    arr = np.asarray(points)
+    if arr.ndim != 2 or arr.shape[1] < 1:
+        raise fail(where, "points", "a 2-D array of shape (n, d) with d >= 1", f"shape={arr.shape}")
+    if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.floating)
+                                 or np.issubdtype(arr.dtype, np.integer)):
+        raise fail(where, "points", "an array of real numbers", f"dtype={arr.dtype}")
+    x = np.asarray(arr, dtype=np.float64)
+    finite = np.isfinite(x).all(axis=1)
+    return x if finite.all() else x[finite]  # declared policy: non-finite rows are dropped
+
+
+def _check_radius(where: str, radius: Any) -> float | None:
+    if radius is None:
+        return None
+    r = check_finite_positive(where, "radius", radius)
+    if not 2.0**-450 <= r <= 2.0**500:
+        raise fail(where, "radius", "a number in [2**-450, 2**500]", radius)
+    return r
+
+
+def _check_m_locate(where: str, m: Any) -> int:
+    if isinstance(m, bool) or not isinstance(m, numbers.Integral) or not 50 <= int(m) <= 4096 * 4:
+        raise fail(where, "m_locate", "an integer in [50, 16384]", m)
+    return int(m)
+
+
+def private_mean(
+    points: Any,
+    *,
+    epsilon: Any,
+    delta: Any,
+    radius: Any = None,
+    alpha: Any = 0.0,
+    rng: Any = None,
+    calibration: str = "gaussian",
+    ledger: Any = None,
+    m_locate: int = M_LOCATE,
+) -> MeanRelease:
+    """Differentially private mean of points in ℝ^d, with no prior bound on where they lie.
+
+    FriendlyCore locates a rough private center on a subsample; the mean is the center plus a
+    noisy sum of all points clipped to a ball around it, over a noisy count (module docstring).
+
+    Parameters
+    ----------
+    points : array_like, shape (n, d)
+        Real numbers. Rows with a NaN or infinite entry are dropped (data, not errors).
+    epsilon : float
+        ε > 0 (end to end).
+    delta : float
+        δ in (0, 1) (end to end; also needed by ``"laplace"``: the core-size bound fails with
+        probability δ).
+    radius : float, optional
+        Friendship radius r (ℓ2): the mean is accurate when most points are within r of each
+        other. ``None``: chosen privately on the grid ``2^{j/4}``, ``j = −40 … 160`` (ε/10 of
+        the budget).
+    alpha : float
+        BasicFilter's α in [0, 1/2).
+    rng : None, int, SeedSequence or Generator
+        ``None``: the secure generator.
+    calibration : {"gaussian", "laplace", "zcdp"}
+        ``"gaussian"`` and ``"zcdp"`` (synonyms): discrete Gaussian noise for the vector
+        releases, calibrated in ρ and converted to (ε, δ) (CKS); ``"laplace"``: discrete Laplace
+        noise everywhere (ε-DP parts; the only δ is the core-size tail).
+    ledger : privagg.accounting.Ledger, optional
+        Charged ``release.privacy_loss`` after validation, before any noise is drawn.
+    m_locate : int
+        Expected size of the locate subsample, 50 to 16384.
+
+    Returns
+    -------
+    MeanRelease
+        ``ok=False, mean=None`` is ⊥ (too few points agree, or too few points).
+
+    Raises
+    ------
+    ParameterError
+        Bad shape or dtype of ``points`` (public), ε, δ, radius, α, calibration, m_locate, rng.
+        Never because of a value in the data.
+    BudgetExceededError
+        From ``ledger``; nothing is released.
+
+    Privacy
+    -------
+    Add/remove neighbours. (ε', δ')-DP with ε' = ε_n + ε_sel + ε_locate + ε_sum <= ε and
+    δ' = δ_sel + δ_locate + δ_sum <= δ (:func:`mean_plan`; proof ``docs/proofs/mean.md``). Public:
+    d, ε, δ, the radius (when given), α, m_locate, the calibration.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.random.default_rng(0).normal(100.0, 1.0, size=(5000, 3))
+    >>> rel = private_mean(x, epsilon=1.0, delta=1e-6, radius=6.0, rng=1)
+    >>> rel.ok, bool(np.abs(rel.mean - 100.0).max() < 0.5)
+    (True, True)
+    """
+    where = "private_mean"
+    x = _check_points(where, points)
+    r = _check_radius(where, radius)
+    m_loc = _check_m_locate(where, m_locate)
+    plan = mean_plan(epsilon, delta, calibration=calibration, alpha=alpha,
+                     select_radius=r is None, where=where)
+    gen, secure = resolve_rng(rng, where)
+    loss = plan.privacy_loss
+    eps_out, delta_out = float(loss.epsilon), float(loss.delta)
+
+    def bottom(used_radius: float | None) -> MeanRelease:
+        return MeanRelease(False, None, eps_out, delta_out, used_radius, secure, loss, calibration)
+
+    if ledger is not None:
+        ledger.charge(loss, mechanism=where, parameters={**plan.public_parameters(),
+                      "radius": r, "m_locate": m_loc, "d": int(x.shape[1])})
+    d = x.shape[1]
+    # 1. count
+    n_hat = x.shape[0] + int(discrete_laplace(1 / plan.eps_count, rng=gen))
+    if n_hat < 1:
+        return bottom(r)
+    # Poisson subsample of public rate (given n̂): used by radius selection and locate.
+    q = min(1.0, m_loc / n_hat)
+    sub = x[gen.random(x.shape[0]) < q]
+    # 2. radius
+    if r is None:
+        from .radius import select_radius
+
+        r = select_radius(sub, epsilon=plan.eps_select, alpha=alpha, rng=gen)
+        if r is None:
+            return bottom(None)
+    # 3. locate
+    located = _locate(sub, r, plan, gen)
+    if located is None:
+        return bottom(r)
+    center, noise_bound = located
+    # 4. estimate
+    big_r = r + noise_bound
+    total = _clipped_sum(x, center, big_r)
+    if plan.gaussian:
+        sigma = big_r / math.sqrt(2.0 * float(plan.rho_sum)) * _SAFETY
+        rel = grid_gaussian(total, l2_sensitivity=big_r, sigma=sigma, rng=gen)
+    else:
+        rel = grid_laplace(total, l1_sensitivity=math.sqrt(d) * big_r * _SAFETY,
+                           epsilon=_float_down(plan.eps_sum), rng=gen)
+    mean = center + rel.values / n_hat
+    return MeanRelease(True, mean, eps_out, delta_out, r, secure, loss, calibration, big_r)
+
+
+def _clipped_sum(x: np.ndarray, center: np.ndarray, big_r: float) -> np.ndarray:
+    """``Σ_i clip(x_i − ĉ)`` with every term scaled into the ball of radius ``R(1 − 2⁻³⁰)``.
+
+    The factor ``1 − 2⁻³⁰`` absorbs the float error of the norm (relative ``<= (d + 2)·2⁻⁵³``),
+    so each term has ℓ2 norm ``<= R`` and adding or removing a row moves the sum by ``<= R``.
+    """
+    total = np.zeros(x.shape[1])
+    for start in range(0, x.shape[0], _ROWS):  # blocks: no full-size temporaries
+        y = x[start : start + _ROWS] - center
+        norms = np.sqrt(np.einsum("ij,ij->i", y, y))
+        factor = np.minimum(1.0, big_r * (1.0 - 2.0**-30) / np.maximum(norms, np.finfo(float).tiny))
+        total += factor @ y
+    return total
+
+
+def _locate(
+    sub: np.ndarray, r: float, plan: MeanPlan, gen: np.random.Generator
+) -> tuple[np.ndarray, float] | None:
+    """FriendlyCore on the subsample: (ĉ, public noise-norm bound) or None for ⊥."""
+    d = sub.shape[1]
+    pred = ball(r)
+    mask = core_mask(sub, pred, plan.alpha, gen) if sub.shape[0] else np.zeros(0, bool)
+    core = sub[mask]
+    core = core[gen.permutation(core.shape[0])]  # a multiset: float summation order is random
+    m_hat = core.shape[0] + int(discrete_laplace(1 / plan.eps_core_count, rng=gen))
+    m_low = m_hat - plan.core_count_shift
+    if m_low < M_MIN:
+        return None
+    avg = core.mean(axis=0) if core.shape[0] else np.zeros(d)
+    sens = 2.0 * r / m_low * _SAFETY
+    tail = math.sqrt(2.0 * math.log(1.0 / BETA_LOCATE))
+    if plan.gaussian:
+        sigma = sens / math.sqrt(2.0 * float(plan.rho_core_mean)) * _SAFETY
+        rel = grid_gaussian(avg, l2_sensitivity=sens, sigma=sigma, rng=gen)
+        sd = math.sqrt(float(rel.noise_grid)) * rel.step
+        bound = sd * (math.sqrt(d) + tail)
+    else:
+        eps_m = _float_down(plan.eps_core_mean)
+        rel = grid_laplace(avg, l1_sensitivity=math.sqrt(d) * sens, epsilon=eps_m, rng=gen)
+        b = float(rel.noise_grid) * rel.step  # Laplace scale per coordinate
+        bound = b * (math.sqrt(2.0 * d) + 2.0 * math.log(1.0 / BETA_LOCATE))
+    return rel.values, bound

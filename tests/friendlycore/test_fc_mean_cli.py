@@ -1,0 +1,130 @@
+"""``privagg mean`` end to end on CSV and Parquet, and the DuckDB numeric reader.
+
+The command is run through privagg's own click group class (one-line errors, exit codes), with
+``mean`` added to it here, so the test does not depend on its registration in ``cli/main.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from privagg.accounting import Ledger
+from privagg.cli.main import PrivaggGroup
+from privagg.cli.mean import mean
+from privagg.engines.duckdb_numeric import read_numeric_columns
+from privagg.errors import ParameterError
+
+SEED = 31337
+N = 3000
+
+
+@pytest.fixture(scope="module")
+def group():
+    g = PrivaggGroup(name="privagg")
+    g.add_command(mean)
+    return g
+
+
+def points() -> np.ndarray:
+    return np.random.default_rng(SEED).normal(loc=(50.0, -20.0), scale=1.0, size=(N, 2))
+
+
+@pytest.fixture(params=["csv", "parquet"])
+def data_file(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    x = points()
+    if request.param == "csv":
+        path = tmp_path / "pts.csv"
+        lines = ["a,b,label"] + [f"{float(u)!r},{float(v)!r},k{i % 3}" for i, (u, v) in enumerate(x)]
+        lines += ["oops,1.0,k0", ",2.0,k1", "nan,3,k2"]  # not numbers: dropped rows, no error
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    else:
+        path = tmp_path / "pts.parquet"
+        a = pa.array(list(x[:, 0]) + [None], pa.float64())
+        b = pa.array(list(x[:, 1]) + [1.0], pa.float64())
+        label = pa.array([f"k{i % 3}" for i in range(N + 1)])
+        pq.write_table(pa.table({"a": a, "b": b, "label": label}), path)
+    return path
+
+
+def test_reader_values_and_missing(data_file: Path):
+    got = read_numeric_columns(data_file, ["a", "b"])
+    x = points()
+    assert got.dtype == np.float64 and got.shape[1] == 2
+    np.testing.assert_array_equal(got[:N], x)
+    assert np.isnan(got[N:, 0]).all()  # "oops", empty, "nan", NULL
+    sub = read_numeric_columns(data_file, ["b"], where="label = 'k0'")
+    assert sub.shape[0] == N // 3 + 1  # 1000 points, plus the extra k0 row of each file
+
+
+def test_reader_errors(data_file: Path, tmp_path: Path):
+    with pytest.raises(ParameterError, match="'column'"):
+        read_numeric_columns(data_file, ["a", "zz"])
+    with pytest.raises(ParameterError, match="'columns'"):
+        read_numeric_columns(data_file, ["a", "a"])
+    with pytest.raises(ParameterError, match="'where'"):
+        read_numeric_columns(data_file, ["a"], where="no_such_column > 1")
+    if data_file.suffix == ".parquet":
+        with pytest.raises(ParameterError, match="numeric column"):
+            read_numeric_columns(data_file, ["label"])
+    with pytest.raises(ParameterError, match="'file'"):
+        read_numeric_columns(tmp_path / "missing.csv", ["a"])
+
+
+def test_cli_json(group, data_file: Path):
+    res = CliRunner().invoke(group, ["mean", str(data_file), "--columns", "a,b", "--epsilon", "1",
+                                     "--delta", "1e-6", "--radius", "6", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert {"ok", "mean", "epsilon", "delta", "radius"} <= set(out)
+    assert out["ok"] and out["radius"] == 6.0 and out["epsilon"] <= 1.0 and out["delta"] <= 1e-6
+    assert np.abs(np.array(out["mean"]) - (50.0, -20.0)).max() < 0.3  # noise sd ≈ 0.01 here
+    assert out["secure"] is True
+
+
+def test_cli_private_radius_and_table(group, data_file: Path):
+    res = CliRunner().invoke(group, ["mean", str(data_file), "--columns", "a,b", "--epsilon", "1",
+                                     "--delta", "1e-6"])
+    assert res.exit_code == 0, res.output
+    assert "chosen privately" in res.stdout and "a:" in res.stdout
+
+
+def test_cli_ledger(group, data_file: Path, tmp_path: Path):
+    path = tmp_path / "budget.db"
+    Ledger.create(path, epsilon=1.5, delta=1e-5).close()
+    args = ["mean", str(data_file), "--columns", "a,b", "--epsilon", "1", "--delta", "1e-6",
+            "--radius", "6", "--json", "--ledger", str(path)]
+    assert CliRunner().invoke(group, args).exit_code == 0
+    second = CliRunner().invoke(group, args)
+    assert second.exit_code == 3 and second.stdout == ""
+    with Ledger(path) as ledger:
+        assert len(ledger.charges()) == 1
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--columns", "a,zz"],
+        ["--columns", "a,,b"],
+        ["--columns", "a", "--epsilon", "-1"],
+        ["--columns", "a", "--delta", "0"],
+        ["--columns", "a", "--radius", "abc"],
+        ["--columns", "a", "--calibration", "exact"],
+    ],
+)
+def test_cli_bad_input_exit_2_one_line(group, data_file: Path, extra: list[str]):
+    base = {"--epsilon": "1", "--delta": "1e-6"}
+    args = ["mean", str(data_file), *extra]
+    for k, v in base.items():
+        if k not in extra:
+            args += [k, v]
+    res = CliRunner().invoke(group, args)
+    assert res.exit_code == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("privagg: error:")
