@@ -142,3 +142,26 @@ def test_wrapper_validation():
         friendly(lambda c, r: 0, eps_friendly=0, predicate=ball(1.0))
     with pytest.raises(ParameterError, match="'delta_friendly'"):
         friendly(lambda c, r: 0, eps_friendly=1, delta_friendly=1, predicate=ball(1.0))
+
+
+def test_wrapped_release_records_its_loss_and_charges_a_ledger_first(tmp_path):
+    """The end-to-end guarantee is recorded as a PrivacyLoss and charged before any draw."""
+    import numpy as np
+
+    import privagg
+    from privagg.accounting import Ledger, PrivacyLoss
+
+    mech = privagg.friendly(
+        lambda core, rng: len(core), eps_friendly=0.2, delta_friendly=1e-7, predicate=privagg.predicates.ball(1.0)
+    )
+    ledger = Ledger.create(tmp_path / "b.db", epsilon=1.0, delta=1e-5)
+    release = mech(np.zeros((10, 2)), rng=1, ledger=ledger)
+    assert release.privacy_loss == PrivacyLoss.approx(Fraction(mech.epsilon), Fraction(mech.delta))
+    assert [c.mechanism for c in ledger.charges()] == ["friendly"]
+    calls = []
+    greedy = privagg.friendly(
+        lambda core, rng: calls.append(1), eps_friendly=0.4, delta_friendly=0.0, predicate=privagg.predicates.ball(1.0)
+    )
+    with pytest.raises(privagg.BudgetExceededError):
+        greedy(np.zeros((10, 2)), rng=1, ledger=ledger)
+    assert calls == [] and len(ledger.charges()) == 1

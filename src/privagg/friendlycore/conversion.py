@@ -179,6 +179,19 @@ class FriendlyRelease:
     delta: float
     secure: bool
 
+    @property
+    def privacy_loss(self) -> Any:
+        """The end-to-end guarantee as a :class:`privagg.accounting.PrivacyLoss` (exact floats)."""
+        return _loss(self.epsilon, self.delta)
+
+
+def _loss(epsilon: float, delta: float) -> Any:
+    from ..accounting import PrivacyLoss
+
+    if delta == 0:
+        return PrivacyLoss.pure(Fraction(epsilon))
+    return PrivacyLoss.approx(Fraction(epsilon), Fraction(delta))
+
 
 @dataclass(frozen=True)
 class FriendlyMechanism:
@@ -196,11 +209,28 @@ class FriendlyMechanism:
     epsilon: float
     delta: float
 
-    def __call__(self, points: Any, *, rng: Any = None) -> FriendlyRelease:
-        """Filter ``points``, shuffle the core, run the algorithm; see :func:`friendly`."""
+    def __call__(self, points: Any, *, rng: Any = None, ledger: Any = None) -> FriendlyRelease:
+        """Filter ``points``, shuffle the core, run the algorithm; see :func:`friendly`.
+
+        A ``ledger`` (:class:`privagg.accounting.Ledger`) is charged the end-to-end (ε', δ')
+        after validation and before any randomness is drawn; it raises
+        :class:`privagg.BudgetExceededError` when the budget would be exceeded.
+        """
         where = "friendly"
         gen, secure = resolve_rng(rng, where)
         items = self.predicate.prepare(points, where)
+        if ledger is not None:
+            ledger.charge(
+                _loss(self.epsilon, self.delta),
+                mechanism="friendly",
+                parameters={
+                    "algorithm": getattr(self.algorithm, "__qualname__", repr(self.algorithm)),
+                    "predicate": repr(self.predicate),
+                    "eps_friendly": self.eps_friendly,
+                    "delta_friendly": self.delta_friendly,
+                    "alpha": str(self.alpha),
+                },
+            )
         mask = core_mask(items, self.predicate, self.alpha, gen)
         core = items[np.flatnonzero(mask)]
         core = core[gen.permutation(core.shape[0])]
