@@ -73,6 +73,7 @@ def test_plan_shares_and_totals(calibration, select, eps, delta):
     d = min(Fraction(delta), Fraction(repr(delta)))
     assert p.eps_count == e / 40
     assert p.eps_select == (e / 10 if select else 0)
+    assert p.eps_quantile == e / 20
     # Locate: the recorded end-to-end values are the conversion theorem's, rounded up (tiny).
     e_loc, d_loc = reference_locate(p.eps_core_count, p.eps_core_mean,
                                     p.delta_core_count + p.delta_core_mean)
@@ -83,7 +84,7 @@ def test_plan_shares_and_totals(calibration, select, eps, delta):
     assert p.eps_core_count == p.eps_friendly / 4
     if calibration == "laplace":
         assert p.rho_sum is None and p.delta_sum == 0 and p.delta_core_mean == 0
-        assert p.eps_sum == e - p.eps_count - p.eps_select - p.eps_locate
+        assert p.eps_sum == e - p.eps_count - p.eps_select - p.eps_locate - p.eps_quantile
     else:
         assert p.delta_core_count == p.delta_friendly / 2
         # Each Gaussian part's ε is the certified conversion of its ρ, independently re-derived.

@@ -15,15 +15,19 @@ with public shares of the budget:
    ℓ2 sensitivity ``2r/m_low`` (discrete Gaussian, ρ_m-zCDP, or discrete Laplace with ℓ1
    sensitivity ``√d·2r/m_low``). The friendly guarantee ``(ε_c + ε_m, δ_c + δ_m)`` becomes an
    end-to-end one by the conversion theorem (:func:`privagg.end_to_end_budget`).
-4. **Estimate.** Every finite row is clipped to the ball ``B(ĉ, R)``, ``R = r + b`` where ``b``
-   is a public 1 − 10⁻³ quantile bound of the locate noise norm; the sum of ``clip(x − ĉ)``
-   (ℓ2 sensitivity ``R``, ℓ1 ``√d·R``) is released on a grid with discrete Gaussian noise
-   (ρ-zCDP, converted to (ε₂, δ₂) with Canonne–Kamath–Steinke) or discrete Laplace (ε₂-DP).
-   ``mean = ĉ + sum / n̂``; ⊥ if ``n̂ < 1``.
+4. **Estimate.** With the public bound ``b`` (a 1 − 10⁻³ quantile of the locate noise norm),
+   up to three CoinPress-style refinement steps (Biswas et al. 2020): the sum of every finite row
+   clipped to ``B(c, r + b)`` is released with discrete Gaussian (ρ-zCDP) or Laplace noise,
+   ``c ← c + sum/n̂``, and ``b`` shrinks to the new public noise bound. The number of steps and
+   their share are chosen from public values (:func:`estimate_schedule`). Then an ε_q-DP noisy
+   histogram of the distances ``‖x_i − c‖`` over the public grid ``(r + b)·2^{−j/4}`` gives the
+   final clipping radius ``R`` (about the median distance, :data:`CLIP_TAIL`), and the final
+   clipped sum gives ``mean = c + sum/n̂``; ⊥ if ``n̂ < 1``.
 
-The four steps compose sequentially (adaptive basic composition): the release is
-``(ε_n + ε_sel + ε_1 + ε_2, δ_sel + δ_1 + δ_2)``-DP under add/remove neighbours, at most the
-requested (ε, δ). :func:`mean_plan` computes every scale from public inputs only.
+The steps compose sequentially (adaptive composition; the Gaussian sums in ρ, converted once with
+Canonne–Kamath–Steinke): the release is ``(ε_n + ε_sel + ε_loc + ε_q + ε_sum, δ_loc + δ_sum)``-DP
+under add/remove neighbours, at most the requested (ε, δ). :func:`mean_plan` computes every
+scale from public inputs only.
 """
 
 from __future__ import annotations
@@ -53,7 +57,8 @@ from .conversion import end_to_end_budget, friendly_budget
 from .filter import alpha_fraction, core_mask
 from .predicates import ball
 
-__all__ = ["CALIBRATIONS", "MeanPlan", "MeanRelease", "mean_plan", "private_mean", "rho_for"]
+__all__ = ["CALIBRATIONS", "MeanPlan", "MeanRelease", "estimate_schedule", "mean_plan",
+           "private_mean", "rho_for"]
 
 CALIBRATIONS = ("gaussian", "laplace", "zcdp")
 #: Public floor on the noisy lower bound of the core size; below it the release is ⊥.
@@ -68,6 +73,17 @@ _SHARE_SELECT = Fraction(1, 10)
 _SHARE_LOCATE = Fraction(1, 5)
 _SHARE_LOCATE_DELTA = Fraction(1, 2)
 _SHARE_FRIENDLY_COUNT = Fraction(1, 4)
+_SHARE_QUANTILE = Fraction(1, 20)
+#: Refinement schedules tried (public choice): numbers of refinement steps and the share of the
+#: estimate budget (ρ, or ε for Laplace) that they take together, split evenly.
+REFINE_STEPS = (0, 1, 2, 3)
+REFINE_SHARES = (Fraction(1, 8), Fraction(1, 4), Fraction(3, 8), Fraction(1, 2))
+#: The final clipping radius is the least grid radius whose noisy tail count is, with a margin of
+#: two noise standard deviations, at most this fraction of n̂.
+CLIP_TAIL = Fraction(1, 2)
+#: Grid of candidate final clipping radii: ``U·2^{-j/QUANTILE_OCTAVE}``, ``j = 0 … QUANTILE_GRID``.
+QUANTILE_OCTAVE = 4
+QUANTILE_GRID = 24
 _ROWS = 1 << 14  # rows per block of the clipped sum
 _SAFETY = 1.0 + 2.0**-40  # sensitivities are inflated by this factor (float rounding)
 
@@ -143,7 +159,12 @@ class MeanPlan:
     eps_locate, delta_locate : Fraction
         End-to-end guarantee of the locate step (conversion theorem).
     eps_sum, delta_sum : Fraction
-        The clipped-sum release; ``rho_sum`` its ρ for Gaussian calibrations (else None).
+        The clipped-sum releases together (refinement steps and the final sum); ``rho_sum`` their
+        total ρ for Gaussian calibrations (else None), split between the steps by
+        :func:`estimate_schedule`.
+    eps_quantile : Fraction
+        The noisy histogram of distances that sets the final clipping radius (discrete Laplace
+        scale ``1/eps_quantile`` per bin).
     """
 
     calibration: str
@@ -163,6 +184,7 @@ class MeanPlan:
     eps_sum: Fraction
     delta_sum: Fraction
     rho_sum: Fraction | None
+    eps_quantile: Fraction
 
     @property
     def gaussian(self) -> bool:
@@ -175,8 +197,8 @@ class MeanPlan:
 
     @property
     def privacy_loss(self) -> PrivacyLoss:
-        """The end-to-end (ε, δ) by basic composition of the four steps."""
-        eps = self.eps_count + self.eps_select + self.eps_locate + self.eps_sum
+        """The end-to-end (ε, δ) by basic composition of the steps."""
+        eps = self.eps_count + self.eps_select + self.eps_locate + self.eps_quantile + self.eps_sum
         dlt = self.delta_select + self.delta_locate + self.delta_sum
         return PrivacyLoss.approx(eps, dlt)
 
@@ -184,7 +206,8 @@ class MeanPlan:
         """JSON-ready public parameters (for the ledger)."""
         return {"calibration": self.calibration, "alpha": self.alpha,
                 "eps_count": float(self.eps_count), "eps_select": float(self.eps_select),
-                "eps_locate": float(self.eps_locate), "eps_sum": float(self.eps_sum)}
+                "eps_locate": float(self.eps_locate), "eps_quantile": float(self.eps_quantile),
+                "eps_sum": float(self.eps_sum)}
 
 
 def mean_plan(
@@ -201,9 +224,10 @@ def mean_plan(
     Shares: ε_n = ε/40; ε_sel = ε/10 when the radius is chosen privately (δ_sel = 0); the locate
     step gets the end-to-end (ε/5, δ/2) (δ for ``"laplace"``), turned into a friendly budget by
     :func:`privagg.friendly_budget` and split 1/4 : 3/4 between count and mean (δ half each for
-    Gaussian); the sum gets the rest, (ε − the others, δ/2), as ρ-zCDP certified by
-    :func:`rho_for` (Gaussian) or as pure ε (Laplace). Every returned guarantee is the exact
-    one of the calibrated noise, never above its share.
+    Gaussian); the distance histogram gets ε/20; the clipped sums get the rest, (ε − the others,
+    δ/2), as ρ-zCDP certified by :func:`rho_for` (Gaussian) or as pure ε (Laplace), split between
+    the refinement steps and the final sum by :func:`estimate_schedule`. Every returned guarantee
+    is the exact one of the calibrated noise, never above its share.
     """
     eps = _frac(check_epsilon(where, epsilon))
     dlt = _frac(check_delta(where, delta))
@@ -232,7 +256,8 @@ def _plan(eps: Fraction, dlt: Fraction, calibration: str, alpha: Fraction, selec
         d_cc, d_cm, rho_cm = df, Fraction(0), None
     e_loc, d_loc = end_to_end_budget(_float_up(e_cc + e_cm), _float_up(d_cc + d_cm), alpha=alpha)
     e_loc, d_loc = Fraction(e_loc), Fraction(d_loc)
-    eps_sum = eps - eps_count - eps_select - e_loc
+    eps_quantile = eps * _SHARE_QUANTILE
+    eps_sum = eps - eps_count - eps_select - e_loc - eps_quantile
     if gaussian:
         delta_sum = dlt - d_loc
         rho_sum = rho_for(eps_sum, delta_sum)
@@ -240,7 +265,8 @@ def _plan(eps: Fraction, dlt: Fraction, calibration: str, alpha: Fraction, selec
     else:
         delta_sum, rho_sum = Fraction(0), None
     return MeanPlan(calibration, float(alpha), eps_count, eps_select, Fraction(0), ef, df,
-                    e_cc, d_cc, e_cm, d_cm, rho_cm, e_loc, d_loc, eps_sum, delta_sum, rho_sum)
+                    e_cc, d_cc, e_cm, d_cm, rho_cm, e_loc, d_loc, eps_sum, delta_sum, rho_sum,
+                    eps_quantile)
 
 
 @dataclass(frozen=True)
@@ -262,7 +288,9 @@ class MeanRelease:
         ``PrivacyLoss.approx(epsilon, delta)`` (what a ledger is charged).
     calibration : str
     clip_radius : float or None
-        The public-given-ĉ clipping radius R of the estimate step (None on ⊥ before it).
+        The clipping radius R of the final sum (public given the earlier releases; None on ⊥).
+    center : numpy.ndarray or None
+        The released center ĉ of the final clipping ball (None on ⊥).
     """
 
     ok: bool
@@ -274,6 +302,7 @@ class MeanRelease:
     privacy_loss: PrivacyLoss
     calibration: str
     clip_radius: float | None = None
+    center: np.ndarray | None = None
 
 
 def _check_points(where: str, points: Any) -> np.ndarray:
@@ -318,7 +347,8 @@ def private_mean(
     """Differentially private mean of points in ℝ^d, with no prior bound on where they lie.
 
     FriendlyCore locates a rough private center on a subsample; the mean is the center plus a
-    noisy sum of all points clipped to a ball around it, over a noisy count (module docstring).
+    noisy sum of all points clipped to a ball around it, over a noisy count, after a few
+    refinement steps and with a privately chosen clipping radius (module docstring).
 
     Parameters
     ----------
@@ -361,7 +391,7 @@ def private_mean(
 
     Privacy
     -------
-    Add/remove neighbours. (ε', δ')-DP with ε' = ε_n + ε_sel + ε_locate + ε_sum <= ε and
+    Add/remove neighbours. (ε', δ')-DP with ε' = ε_n + ε_sel + ε_locate + ε_q + ε_sum <= ε and
     δ' = δ_sel + δ_locate + δ_sum <= δ (:func:`mean_plan`; proof ``docs/proofs/mean.md``). Public:
     d, ε, δ, the radius (when given), α, m_locate, the calibration.
 
@@ -408,18 +438,112 @@ def private_mean(
     located = _locate(sub, r, plan, gen)
     if located is None:
         return bottom(r)
-    center, noise_bound = located
-    # 4. estimate
-    big_r = r + noise_bound
+    center, bound = located
+    # 4. estimate: refinement steps, then the final sum with a clipping radius from a quantile
+    *refine, last = estimate_schedule(plan, n_hat, r, bound, d)
+    for part in refine:
+        step_r = _grid_up(r + bound)
+        center = center + _noisy_clipped_sum(x, center, step_r, part, plan, gen) / n_hat
+        bound = _next_bound(step_r, bound, part, plan, n_hat, d)
+    big_r = _quantile_radius(x, center, _grid_up(r + bound), n_hat, plan.eps_quantile, gen)
+    mean = center + _noisy_clipped_sum(x, center, big_r, last, plan, gen) / n_hat
+    return MeanRelease(True, mean, eps_out, delta_out, r, secure, loss, calibration, big_r,
+                       center)
+
+
+def _grid_up(v: float) -> float:
+    """``2^{k/8}`` for the least integer ``k`` with ``2^{k/8} >= v`` (up to float rounding): clip
+    radii on a public grid repeat across calls, so the exact samplers' cached tables are reused."""
+    if not 2.0**-1000 < v < 2.0**1000:  # beyond the grid (never for valid inputs): keep v
+        return v
+    return 2.0 ** (math.ceil(8.0 * math.log2(v)) / 8.0)
+
+
+def _noise_norm(big_r: float, part: Fraction, plan: MeanPlan, d: int) -> float:
+    """A public 1 − β_locate bound on the ℓ2 norm of one clipped sum's noise (clip radius R)."""
+    if plan.gaussian:
+        sigma = big_r / math.sqrt(2.0 * float(part))
+        return sigma * (math.sqrt(d) + math.sqrt(2.0 * math.log(1.0 / BETA_LOCATE)))
+    scale = math.sqrt(d) * big_r / float(part)
+    return scale * (math.sqrt(2.0 * d) + 2.0 * math.log(1.0 / BETA_LOCATE))
+
+
+def _next_bound(big_r: float, bound: float, part: Fraction, plan: MeanPlan, n_hat: int,
+                d: int) -> float:
+    """Public bound on the error of a refined center: sum noise, and the old error scaled by the
+    relative count noise (``c' − x̄ = (x̄ − c)(n/n̂ − 1) + Z/n̂`` when nothing is clipped)."""
+    k_n = dlap_tail_shift(1 / plan.eps_count, Fraction(1, 1000))
+    return (_noise_norm(big_r, part, plan, d) + bound * k_n) / n_hat
+
+
+def estimate_schedule(
+    plan: MeanPlan, n_hat: int, r: float, bound: float, d: int
+) -> tuple[Fraction, ...]:
+    """Budgets of the refinement steps and of the final sum (last), from public inputs only.
+
+    Each part is a ρ (Gaussian calibrations) or an ε (Laplace); they sum exactly to
+    ``plan.rho_sum`` or ``plan.eps_sum``. Among ``t`` in :data:`REFINE_STEPS` steps sharing a
+    fraction in :data:`REFINE_SHARES` evenly, the schedule with the least predicted final error
+    (noise-norm bound at clip radius ``r + bound_t``, plus the count term) is chosen; ties keep
+    the earlier (fewer steps).
+    """
+    total = plan.rho_sum if plan.gaussian else plan.eps_sum
+    k_n = dlap_tail_shift(1 / plan.eps_count, Fraction(1, 1000))
+    best: tuple[float, tuple[Fraction, ...]] | None = None
+    for steps in REFINE_STEPS:
+        for share in REFINE_SHARES if steps else (Fraction(0),):
+            parts = (total * share / steps,) * steps + (total * (1 - share),) if steps else (total,)
+            b = bound
+            for part in parts[:-1]:
+                b = _next_bound(r + b, b, part, plan, n_hat, d)
+            score = (_noise_norm(r + b, parts[-1], plan, d) + b * k_n) / n_hat
+            if best is None or score < best[0]:
+                best = (score, parts)
+    assert best is not None and sum(best[1]) == total
+    return best[1]
+
+
+def _noisy_clipped_sum(x: np.ndarray, center: np.ndarray, big_r: float, part: Fraction,
+                       plan: MeanPlan, gen: np.random.Generator) -> np.ndarray:
+    """``Σ clip(x_i − ĉ)`` on the grid: ρ = ``part``-zCDP (discrete Gaussian, ℓ2 sensitivity R)
+    or ``part``-DP (discrete Laplace, ℓ1 sensitivity ``√d·R``)."""
     total = _clipped_sum(x, center, big_r)
     if plan.gaussian:
-        sigma = big_r / math.sqrt(2.0 * float(plan.rho_sum)) * _SAFETY
-        rel = grid_gaussian(total, l2_sensitivity=big_r, sigma=sigma, rng=gen)
-    else:
-        rel = grid_laplace(total, l1_sensitivity=math.sqrt(d) * big_r * _SAFETY,
-                           epsilon=_float_down(plan.eps_sum), rng=gen)
-    mean = center + rel.values / n_hat
-    return MeanRelease(True, mean, eps_out, delta_out, r, secure, loss, calibration, big_r)
+        sigma = big_r / math.sqrt(2.0 * float(part)) * _SAFETY
+        return grid_gaussian(total, l2_sensitivity=big_r, sigma=sigma, rng=gen).values
+    return grid_laplace(total, l1_sensitivity=math.sqrt(x.shape[1]) * big_r * _SAFETY,
+                        epsilon=_float_down(part), rng=gen).values
+
+
+def _distance_bins(x: np.ndarray, center: np.ndarray, upper: float) -> np.ndarray:
+    """Histogram of ``‖x_i − ĉ‖`` over the public edges ``e_j = U·2^{-j/4}``, ``j = 0 … J``:
+    bin 0 is ``(e_0, ∞)``, bin ``j + 1`` is about ``(e_{j+1}, e_j]``, bin ``J + 1`` the rest.
+    Every row lands in exactly one bin (float rounding only moves rows near an edge)."""
+    counts = np.zeros(QUANTILE_GRID + 2, dtype=np.int64)
+    for start in range(0, x.shape[0], _ROWS):
+        y = x[start : start + _ROWS] - center
+        u = np.sqrt(np.einsum("ij,ij->i", y, y))
+        with np.errstate(divide="ignore"):
+            k = np.floor(QUANTILE_OCTAVE * np.log2(upper / u))
+        b = np.where(u > upper, 0, 1 + np.clip(np.nan_to_num(k, posinf=QUANTILE_GRID), 0,
+                                               QUANTILE_GRID)).astype(np.int64)
+        counts += np.bincount(b, minlength=QUANTILE_GRID + 2)
+    return counts
+
+
+def _quantile_radius(x: np.ndarray, center: np.ndarray, upper: float, n_hat: int,
+                     eps_q: Fraction, gen: np.random.Generator) -> float:
+    """The final clipping radius: ε_q-DP noisy histogram of distances to ĉ (one row changes one
+    bin by one), then the least edge ``e_j`` (scanning down from ``U``, stopping at the first
+    failure) whose noisy tail count plus two noise standard deviations is <= ``CLIP_TAIL·n̂``."""
+    noisy = _distance_bins(x, center, upper) + discrete_laplace(1 / eps_q, size=QUANTILE_GRID + 2,
+                                                                 rng=gen)
+    tails = np.cumsum(noisy[: QUANTILE_GRID + 1])  # tails[j] ≈ #{u > e_j}
+    q = math.exp(-float(eps_q))
+    sd = np.sqrt(np.arange(1, QUANTILE_GRID + 2) * 2.0 * q / (1.0 - q) ** 2)
+    ok = tails + 2.0 * sd <= float(CLIP_TAIL) * n_hat
+    j = int(np.argmin(ok)) - 1 if not ok.all() else QUANTILE_GRID
+    return upper if j < 0 else upper * 2.0 ** (-j / QUANTILE_OCTAVE)
 
 
 def _clipped_sum(x: np.ndarray, center: np.ndarray, big_r: float) -> np.ndarray:

@@ -4,7 +4,7 @@ Grid ``r_j = 2^{j/4}``, ``j = −40 … 160`` (2⁻¹⁰ to 2⁴⁰, ratio 2^{1/
 ``S`` of ``m`` points and each radius, ``Q(r) = Σ_i p_i(r)`` is the expected BasicFilter core
 size (keep probabilities of ``α``). The query is the integer
 
-    g(r) = floor(Q(r) − (1 − γ)·m),   γ = 1/10,
+    g(r) = floor(Q(r) − (1 − γ)·m),   γ = 1/4,
 
 and the release is the first ``r_j`` whose noisy ``g`` reaches a noisy threshold 0
 (AboveThreshold, Dwork & Roth 2014, Thm 3.23, with exact discrete Laplace noise: threshold scale
@@ -33,8 +33,10 @@ __all__ = ["GAMMA", "GRID_EXPONENTS", "grid_radii", "radius_queries", "select_ra
 
 #: Grid ``r_j = 2^{j/4}`` for these ``j`` (public).
 GRID_EXPONENTS = np.arange(-40, 161)
-#: The target fraction of the subsample in the expected core is ``1 − GAMMA``.
-GAMMA = Fraction(1, 10)
+#: The target fraction of the subsample in the expected core is ``1 − GAMMA``. (1/4, not 1/10:
+#: with a fraction c of far outliers an inlier has at most (1 − c)m friends, so p <= 1 − 2c and
+#: Q <= (1 − c)(1 − 2c)m = 0.855m at c = 5%; 1/10 is then met only by radii that befriend them.)
+GAMMA = Fraction(1, 4)
 _BLOCK = 1024
 
 
