@@ -31,7 +31,9 @@ Methods (privacy notions differ; all at the same (ε, δ)):
   (δ unused), ε split evenly over coordinates by diffprivlib, replace-one, n public.
 * ``empirical`` — the non-private sample mean (reference).
 
-Sections: ``mean`` now; a k-means section registers itself in ``SECTIONS`` later.
+Sections: ``mean`` (default) and ``kmeans`` (``--section kmeans``: k-means cost relative to
+scikit-learn, against diffprivlib's KMeans; quick: k = 10, d = 10, n = 10⁵; ``--full``: k in
+{5, 10, 20}, d in {2, 10, 100}; writes ``docs/utility/kmeans.md``).
 """
 
 from __future__ import annotations
@@ -445,6 +447,127 @@ def mean_section(args: argparse.Namespace) -> None:
 SECTIONS: dict[str, Callable[[argparse.Namespace], None]] = {"mean": mean_section}
 
 
+# ---------------------------------------------------------------- k-means section
+# Data: a mixture of k equally likely N(c_j, I_d), centers c_j drawn N(0, I_d) and rescaled so
+# the least pairwise distance is KM_SEP·√d (well separated: the cluster radius is ≈ √d), n rows,
+# ε = 1, δ = 1e-6. Cost: Σ_i min_j ‖x_i − c_j‖² of the released centers over the sample, divided
+# by the cost of non-private scikit-learn KMeans (k-means++, n_init=3) on the same sample.
+# Methods: ``privagg`` — private_kmeans(x, k, epsilon, delta) (radius chosen privately,
+# add/remove neighbours, (ε, δ)-DP); ``diffprivlib`` — diffprivlib.models.KMeans(k, epsilon=ε,
+# bounds=(per-coordinate min, max) of the sample) (ε-DP, replace-one, given the true bounds,
+# which is not private); ⊥ counts as an infinite cost ratio.
+KM_SEP = 8.0
+KM_N = 100_000
+KM_EPS = 1.0
+
+
+def km_sample(n: int, k: int, d: int, rng: np.random.Generator) -> np.ndarray:
+    c = rng.normal(size=(k, d))
+    a, b = np.triu_indices(k, 1)
+    c *= KM_SEP * math.sqrt(d) / np.linalg.norm(c[a] - c[b], axis=1).min()
+    return c[rng.integers(0, k, size=n)] + rng.normal(size=(n, d))
+
+
+def km_cost(x: np.ndarray, centers: np.ndarray) -> float:
+    c2 = np.einsum("ij,ij->i", centers, centers)
+    total = 0.0
+    for s in range(0, x.shape[0], 8192):
+        blk = x[s : s + 8192]
+        d2 = np.einsum("ij,ij->i", blk, blk)[:, None] + c2[None, :] - 2.0 * (blk @ centers.T)
+        total += float(np.maximum(d2.min(axis=1), 0.0).sum())
+    return total
+
+
+def km_run(x: np.ndarray, k: int, seed: int) -> dict[str, tuple[float, float]]:
+    """{method: (cost ratio to scikit-learn, seconds)} for one sample."""
+    from sklearn.cluster import KMeans
+
+    from privagg.friendlycore.kmeans import private_kmeans
+
+    out: dict[str, tuple[float, float]] = {}
+    t0 = time.perf_counter()
+    base = km_cost(x, KMeans(k, init="k-means++", n_init=3, random_state=seed).fit(x).cluster_centers_)
+    out["scikit-learn"] = (1.0, time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    rel = private_kmeans(x, k, epsilon=KM_EPS, delta=DELTA, rng=seed)
+    ratio = km_cost(x, rel.centers) / base if rel.ok else math.inf
+    out["privagg"] = (ratio, time.perf_counter() - t0)
+    try:
+        from diffprivlib.models import KMeans as DPKMeans
+    except ImportError:  # pragma: no cover - optional baseline
+        return out
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bounds = (x.min(axis=0), x.max(axis=0))
+        dp = DPKMeans(n_clusters=k, epsilon=KM_EPS, bounds=bounds, random_state=seed).fit(x)
+    out["diffprivlib"] = (km_cost(x, dp.cluster_centers_) / base, time.perf_counter() - t0)
+    return out
+
+
+def kmeans_section(args: argparse.Namespace) -> None:
+    ks = sorted(args.ks) if args.ks else ([10] if not args.full else [5, 10, 20])
+    dims = sorted(args.dims) if args.dims else ([10] if not args.full else [2, 10, 100])
+    n = max(args.sizes) if args.sizes else KM_N
+    cells = [(k, d) for k in ks for d in dims]
+    print(f"seed={args.seed} runs={args.runs} cells={len(cells)} n={n} eps={KM_EPS:g} delta={DELTA:g}",
+          flush=True)
+    rows = []
+    lines = []
+    t_all = time.perf_counter()
+    for ci, (k, d) in enumerate(cells):
+        rng = np.random.default_rng([args.seed, k, d])
+        res: dict[str, list[tuple[float, float]]] = {}
+        for run in range(args.runs):
+            x = km_sample(n, k, d, rng)
+            for m, v in km_run(x, k, int(rng.integers(2**31))).items():
+                res.setdefault(m, []).append(v)
+        med = {m: statistics.median(r for r, _ in v) for m, v in res.items()}
+        secs = {m: statistics.median(t for _, t in v) for m, v in res.items()}
+        bottoms = sum(1 for r, _ in res["privagg"] if not math.isfinite(r))
+        rows.append(f"| {k} | {d} | {n} | {med['privagg']:.4g} | "
+                    f"{med.get('diffprivlib', math.nan):.4g} | {bottoms}/{args.runs} | "
+                    f"{secs['privagg']:.1f} / {secs.get('diffprivlib', math.nan):.1f} / {secs['scikit-learn']:.1f} |")
+        if k == 10 and d == 10:
+            p, q = med["privagg"], med.get("diffprivlib", math.inf)
+            ok = "MET" if p <= 1.2 and p < q else "NOT MET"
+            lines.append(f"privagg cost ratio <= 1.2 and < diffprivlib's [k=10 d=10 n={n} ε={KM_EPS:g}]: "
+                         f"{p:.4g} vs {q:.4g}  {ok}")
+        print(f"  [{ci + 1}/{len(cells)}] k={k} d={d} done ({time.perf_counter() - t_all:.0f} s)", flush=True)
+    head = ["| k | d | n | privagg cost ratio | diffprivlib cost ratio | privagg ⊥ | median s (privagg / dpl / sklearn) |",
+            "|---|---|---|---|---|---|---|"]
+    tab = "\n".join(head + rows)
+    print("\n" + tab + "\n\nTargets (issue 5):\n" + "\n".join("  " + t for t in lines))
+    print(f"elapsed {time.perf_counter() - t_all:.0f} s")
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    extra = (f" --ks {','.join(map(str, ks))}" if args.ks else "") + _filters(args)
+    command = (
+        f"Command: `python benchmarks/utility.py --section kmeans {'--full ' if args.full else ''}"
+        f"--runs {args.runs} --seed {args.seed}{extra}`. Median over {args.runs} runs of the k-means "
+        f"cost of the released centers divided by non-private scikit-learn's (k-means++, n_init=3) on "
+        f"the same sample; ε = {KM_EPS:g}, δ = {DELTA:g}. Data: k equally likely N(c_j, I_d), least "
+        f"center distance {KM_SEP:g}·√d. diffprivlib's KMeans is given the sample's true bounds "
+        "(not private). Details: the comment block of the k-means section in `benchmarks/utility.py`."
+    )
+    md = [
+        "# Private k-means: utility (generated by `benchmarks/utility.py --section kmeans`)",
+        "",
+        command,
+        "",
+        tab,
+        "",
+        "## Targets (issue 5)",
+        "",
+        *[f"- {t}" for t in lines],
+        "",
+    ]
+    (OUT_DIR / "kmeans.md").write_text("\n".join(md), encoding="utf-8")
+    print(f"wrote {OUT_DIR / 'kmeans.md'}")
+
+
+SECTIONS["kmeans"] = kmeans_section
+
+
 def _filters(args: argparse.Namespace) -> str:
     out = ""
     for name in ("dims", "sizes"):
@@ -468,6 +591,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--section", choices=sorted(SECTIONS), default="mean")
     parser.add_argument("--dims", type=_int_list, help="keep only these d (comma-separated)")
     parser.add_argument("--sizes", type=_int_list, help="keep only these n (comma-separated)")
+    parser.add_argument("--ks", type=_int_list, help="k-means: keep only these k (comma-separated)")
     args = parser.parse_args(argv)
     if args.runs < 20:
         parser.error("--runs must be >= 20 (medians over at least 20 runs)")

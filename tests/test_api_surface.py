@@ -20,6 +20,8 @@ API_NAMES = [
     "ParameterError",
     "BudgetExceededError",
     "accounting",
+    "private_mean",
+    "private_kmeans",
 ]
 
 

@@ -31,6 +31,8 @@ _LAZY = {
     "friendly": "privagg.friendlycore",
     "private_mean": "privagg.friendlycore",
     "MeanRelease": "privagg.friendlycore",
+    "private_kmeans": "privagg.friendlycore",
+    "KMeansRelease": "privagg.friendlycore",
     # randomness
     "SecureGenerator": "privagg.noise.rng",
 }

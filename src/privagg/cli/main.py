@@ -5,8 +5,7 @@ exceeded. Every user error is a :class:`privagg.ParameterError` (or another
 :class:`privagg.PrivaggError`) raised by the same validation as the Python API, so the CLI and
 the library word an error identically; click's own usage errors also exit with 2.
 
-Subcommands live in one module each and are registered in :data:`COMMANDS` (``kmeans`` will
-join them).
+Subcommands live in one module each and are registered in :data:`COMMANDS`.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ from ..errors import BudgetExceededError, PrivaggError
 from .budget import budget
 from .demo import demo
 from .histogram import histogram
+from .kmeans import kmeans
 from .mean import mean
 
 __all__ = ["cli", "main", "EXIT_USAGE", "EXIT_BUDGET"]
@@ -57,7 +57,7 @@ def cli() -> None:
     """
 
 
-COMMANDS: tuple[click.Command, ...] = (demo, histogram, mean, budget)
+COMMANDS: tuple[click.Command, ...] = (demo, histogram, mean, kmeans, budget)
 for _command in COMMANDS:
     cli.add_command(_command)
 

@@ -12,12 +12,14 @@ from .conversion import (
 )
 from .filter import basic_filter, keep_probabilities
 from .kernel import friend_counts
+from .kmeans import KMeansRelease, private_kmeans
 from .mean import MeanRelease, private_mean
-from .predicates import ball
+from .predicates import ball, tuple_match
 
 __all__ = [
     "FriendlyMechanism",
     "FriendlyRelease",
+    "KMeansRelease",
     "MeanRelease",
     "ball",
     "basic_filter",
@@ -27,5 +29,7 @@ __all__ = [
     "friendly_budget",
     "keep_probabilities",
     "predicates",
+    "private_kmeans",
     "private_mean",
+    "tuple_match",
 ]

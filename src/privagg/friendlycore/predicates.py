@@ -47,9 +47,11 @@ __all__ = [
     "Ball",
     "CallablePredicate",
     "Predicate",
+    "TupleMatch",
     "as_predicate",
     "ball",
     "squared_distance",
+    "tuple_match",
 ]
 
 
@@ -192,6 +194,108 @@ def ball(radius: float) -> Ball:
     True
     """
     return Ball(radius)
+
+
+class TupleMatch(Predicate):
+    """Tuples of ``k`` centers that match one to one within ``radius``, both well separated.
+
+    Items are ``(k, d)`` arrays (a stack ``(n, k, d)``), converted to float64. With the direct
+    formula ``D_ab = squared_distance(X_a, Y_b)``, ``r2 = fl(radius**2)`` and
+    ``s2 = fl(fl(36 * r2) * (1 + 2**-20))`` (separation ``6r`` with a margin for rounding),
+    for two finite tuples ``f(X, Y) = 1`` iff
+
+    * ``X`` and ``Y`` are equal entry by entry, or
+    * ``sep(X) > s2`` and ``sep(Y) > s2`` (``sep``: the least ``D`` between two centers of one
+      tuple; ``+inf`` for ``k = 1``), and ``cost(X, Y) <= r2`` with
+      ``cost = max(max_a min_b D_ab, max_b min_a D_ab)``: every center of either tuple has a
+      center of the other within ``r``.
+
+    Under the separation, a center has at most one partner within ``r`` (two would be within
+    ``2r < 6r`` of each other), so the second case is "some bijection ``π`` has
+    ``‖X_a − Y_π(a)‖ <= r`` for all ``a``". The decision is exactly symmetric (``D`` of the
+    swapped pair is the transpose, the cost is symmetric in rows and columns) and reflexive (the
+    equality case). A tuple with a NaN or an infinity is the extra element ``⊥`` (friend of
+    other ``⊥`` tuples only), as for :func:`ball`. Proof of the uses: ``docs/proofs/kmeans.md``.
+    """
+
+    def __init__(self, radius: float) -> None:
+        r = check_finite_positive("tuple_match", "radius", radius)
+        r2 = r * r
+        if not math.isfinite(37.0 * r2) or r2 < 2.0**-900:
+            raise fail("tuple_match", "radius", "a number whose square is in [2**-900, 2**1000]", radius)
+        self.radius = r
+        self.radius_sq = r2
+        self.separation_sq = 36.0 * r2 * (1.0 + 2.0**-20)
+
+    def __repr__(self) -> str:
+        return f"tuple_match({self.radius!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TupleMatch) and other.radius == self.radius
+
+    def __hash__(self) -> int:
+        return hash(("tuple_match", self.radius))
+
+    def prepare(self, items: Any, where: str) -> np.ndarray:
+        arr = np.asarray(items)
+        if arr.ndim != 3 or arr.shape[1] < 1 or arr.shape[2] < 1:
+            raise fail(where, "points", "a 3-D array of k-tuples of shape (n, k, d)", f"shape={arr.shape}")
+        if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.floating)
+                                     or np.issubdtype(arr.dtype, np.integer)):
+            raise fail(where, "points", "an array of real numbers", f"dtype={arr.dtype}")
+        return np.ascontiguousarray(arr, dtype=np.float64)
+
+    @staticmethod
+    def separation(items: np.ndarray) -> np.ndarray:
+        """``sep`` of each tuple of a stack ``(n, k, d)``: least squared distance of two of its
+        centers (direct formula; ``+inf`` for ``k = 1``; NaN for a non-finite tuple)."""
+        n, k, _ = items.shape
+        a, b = np.triu_indices(k, 1)
+        if a.size == 0:
+            return np.full(n, np.inf)
+        return squared_distance(items[:, a, :], items[:, b, :]).min(axis=1)
+
+    @staticmethod
+    def match_cost(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For stacks ``a``, ``b`` of shape ``(m, k, d)``: ``(cost, equal)`` of each pair."""
+        dist = squared_distance(a[:, :, None, :], b[:, None, :, :])
+        cost = np.maximum(dist.min(axis=2).max(axis=1), dist.min(axis=1).max(axis=1))
+        equal = (a == b).all(axis=(1, 2))
+        return cost, equal
+
+    def pairs(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        cost, equal = self.match_cost(a, b)
+        sep = np.minimum(self.separation(a), self.separation(b))
+        close = equal | ((sep > self.separation_sq) & (cost <= self.radius_sq))
+        bad_a = ~np.isfinite(a).all(axis=(1, 2))
+        bad_b = ~np.isfinite(b).all(axis=(1, 2))
+        return np.where(bad_a | bad_b, bad_a & bad_b, close)
+
+
+def tuple_match(radius: float) -> TupleMatch:
+    """The k-tuple predicate of clustering: one-to-one match within ``radius``, separation ``6r``.
+
+    Parameters
+    ----------
+    radius : float
+        Finite, > 0 (public).
+
+    Returns
+    -------
+    TupleMatch
+        Items are ``(k, d)`` tuples of centers; counted by the generic path of
+        :func:`privagg.friend_counts` (exact decision in :class:`TupleMatch`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> f = tuple_match(1.0)
+    >>> x = np.array([[[0.0, 0.0], [10.0, 0.0]]])
+    >>> y = np.array([[[10.5, 0.0], [0.0, 0.5]]])
+    >>> bool(f.pairs(x, y)[0])
+    True
+    """
+    return TupleMatch(radius)
 
 
 def as_predicate(predicate: Any, where: str = "friend_counts") -> Predicate:

@@ -1,0 +1,156 @@
+"""``privagg kmeans FILE --columns A,B,... --k K --epsilon E --delta D``: private k-means centers.
+
+Order of work: parameters (and the plot target) → the file's schema and the numeric columns
+(DuckDB) → the ledger → :func:`privagg.friendlycore.kmeans.private_kmeans` (which charges the
+ledger before drawing noise) → output. Errors come only from public inputs (parameters, path,
+schema), never from values.
+
+``--plot`` (2-D only) draws the released centers alone: the points are private and are never
+plotted.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from contextlib import ExitStack
+from pathlib import Path
+
+import click
+
+from .. import _validate
+from ..accounting import Ledger
+from ._params import number_option
+
+__all__ = ["kmeans"]
+
+WHERE = "private_kmeans"
+
+
+def _columns(text: str) -> list[str]:
+    cols = [c.strip() for c in text.split(",")]
+    if not cols or any(not c for c in cols) or len(set(cols)) != len(cols):
+        raise _validate.fail(WHERE, "columns", "a comma-separated list of distinct column names", text)
+    return cols
+
+
+def _k(text: str) -> int:
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise _validate.fail(WHERE, "k", "an integer in [1, 1000]", text) from None
+    if not 1 <= value <= 1000:
+        raise _validate.fail(WHERE, "k", "an integer in [1, 1000]", text)
+    return value
+
+
+def _radius(text: str | None) -> float | None:
+    if text is None:
+        return None
+    return number_option(WHERE, "radius", text, lambda where, value, name: _validate.check_finite_positive(
+        where, name, value))
+
+
+def _check_plot(path: Path, d: int) -> None:
+    if d != 2:
+        raise _validate.fail(WHERE, "plot", "used with exactly 2 columns", f"{d} columns")
+    if importlib.util.find_spec("matplotlib") is None:
+        raise _validate.fail(WHERE, "plot", "usable: install matplotlib (pip install 'privagg[plot]')", str(path))
+    if not path.resolve().parent.is_dir():
+        raise _validate.fail(WHERE, "plot", "a path in an existing folder", str(path))
+
+
+def _plot(path: Path, centers: list[list[float]], cols: list[str], title: str) -> None:
+    """The released centers only (the data are private and never drawn)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6, 5))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    if centers:
+        xs, ys = zip(*centers)
+        ax.scatter(xs, ys, marker="x", s=80, color="tab:red", label="released centers")
+        ax.legend(loc="best")
+    else:
+        ax.text(0.5, 0.5, "⊥ (nothing released)", ha="center", va="center", transform=ax.transAxes)
+    ax.set_xlabel(cols[0])
+    ax.set_ylabel(cols[1])
+    ax.set_title(title + "\n(only the private centers are shown; the points are never plotted)", fontsize=9)
+    try:
+        fig.savefig(path)
+    except OSError:
+        raise _validate.fail(WHERE, "plot", "a writable file path", str(path)) from None
+
+
+@click.command()
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--columns", required=True, metavar="A,B,...", help="Numeric columns (exact names), comma-separated.")
+@click.option("--k", "k_text", required=True, metavar="K", help="Number of centers (1 to 1000).")
+@click.option("--epsilon", required=True, metavar="E", help="Privacy parameter ε > 0.")
+@click.option("--delta", required=True, metavar="D", help="δ in (0, 1).")
+@click.option("--radius", default=None, metavar="R", help="Tuple radius r (ℓ2); absent → chosen privately.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (for machines).")
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), metavar="OUT.png",
+              help="2-D only: plot the released centers (never the points).")
+@click.option("--ledger", type=click.Path(dir_okay=False, path_type=Path), help="Charge this privacy ledger.")
+def kmeans(
+    file: Path,
+    columns: str,
+    k_text: str,
+    epsilon: str,
+    delta: str,
+    radius: str | None,
+    as_json: bool,
+    plot: Path | None,
+    ledger: Path | None,
+) -> None:
+    """Differentially private k-means centers of the COLUMNS of FILE (CSV with a header, or Parquet).
+
+    Sample and aggregate: k-means++ on random parts, FriendlyCore agrees on the tuples of centers,
+    then private Lloyd steps; ⊥ ("ok": false) when too few parts agree. Rows with a missing or
+    non-numeric value are dropped (data, not errors). Add/remove neighbours.
+    """
+    from ..engines.duckdb_numeric import read_numeric_columns
+    from ..friendlycore.kmeans import private_kmeans
+
+    cols = _columns(columns)
+    k = _k(k_text)
+    eps = number_option(WHERE, "epsilon", epsilon)
+    dlt = number_option(WHERE, "delta", delta, _validate.check_delta)
+    r = _radius(radius)
+    if plot is not None:
+        _check_plot(plot, len(cols))
+    points = read_numeric_columns(file, cols, caller=WHERE)
+    with ExitStack() as stack:
+        charged = None if ledger is None else stack.enter_context(Ledger(ledger))
+        release = private_kmeans(points, k, epsilon=eps, delta=dlt, radius=r, rng=None, ledger=charged)
+    centers = None if release.centers is None else [[float(v) for v in row] for row in release.centers]
+    payload = {
+        "ok": bool(release.ok),
+        "centers": centers,
+        "epsilon": float(release.epsilon),
+        "delta": float(release.delta),
+        "radius": None if release.radius is None else float(release.radius),
+        "columns": cols,
+        "k": k,
+        "secure": bool(release.secure),
+    }
+    if as_json:
+        sys.stdout.write(json.dumps(payload, allow_nan=False) + "\n")
+    else:
+        click.echo(f"private k-means of {file.name} · columns {', '.join(cols)} · k = {k}")
+        click.echo(f"guarantee   ε = {release.epsilon:.4g}, δ = {release.delta:.3g} (add/remove neighbours)")
+        click.echo(f"radius      {'—' if release.radius is None else f'{release.radius:.4g}'}"
+                   f"{' (given)' if r is not None else ' (chosen privately)'}")
+        if centers is None:
+            click.echo("result      ⊥: too few parts agree on the centers; nothing more is released")
+        else:
+            click.echo("center  " + "  ".join(f"{c:>12}" for c in cols))
+            for i, row in enumerate(centers, 1):
+                click.echo(f"{i:>6}  " + "  ".join(f"{v:>12.6g}" for v in row))
+    if plot is not None:
+        _plot(plot, centers or [], cols, f"private k-means of {file.name} (k = {k})")
+        if not as_json:
+            click.echo(f"wrote {plot}", err=True)
