@@ -81,9 +81,16 @@ def check_choice(where: str, name: str, value: Any, choices: Iterable[str]) -> s
     return value
 
 
-def check_positive_int(where: str, name: str, value: Any, minimum: int = 1) -> int:
-    """An integer >= minimum (bools are refused)."""
-    rule = f"an integer >= {minimum}"
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < minimum:
+def check_positive_int(
+    where: str, name: str, value: Any, minimum: int = 1, maximum: int | None = None
+) -> int:
+    """An integer >= minimum, and <= maximum when given (bools are refused)."""
+    rule = f"an integer >= {minimum}" if maximum is None else f"an integer in [{minimum}, {maximum}]"
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Integral)
+        or int(value) < minimum
+        or (maximum is not None and int(value) > maximum)
+    ):
         raise fail(where, name, rule, value)
     return int(value)

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 import warnings
 from dataclasses import dataclass
 from fractions import Fraction
@@ -46,7 +45,7 @@ from typing import Any
 import mpmath
 import numpy as np
 
-from .._validate import check_delta, check_epsilon, fail
+from .._validate import check_delta, check_epsilon, check_positive_int, fail
 from ..accounting import PrivacyLoss, zcdp_to_epsilon
 from ..noise.grid import grid_gaussian
 from ..noise.rng import resolve_rng
@@ -456,9 +455,7 @@ def _lloyd_step(x: np.ndarray, centers: np.ndarray, r_max: float, plan: KMeansPl
 
 
 def _check_k(where: str, k: Any) -> int:
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not 1 <= int(k) <= 1000:
-        raise fail(where, "k", "an integer in [1, 1000]", k)
-    return int(k)
+    return check_positive_int(where, "k", k, 1, 1000)
 
 
 def private_kmeans(
@@ -536,11 +533,9 @@ def private_kmeans(
         raise fail(where, "points", "an array with at most 2**20 columns", f"shape={x.shape}")
     kk = _check_k(where, k)
     r = _check_radius(where, radius)
-    if parts is not None and (isinstance(parts, bool) or not isinstance(parts, numbers.Integral)
-                              or not T_MIN <= int(parts) <= 100_000):
-        raise fail(where, "parts", f"an integer in [{T_MIN}, 100000]", parts)
-    if isinstance(n_init, bool) or not isinstance(n_init, numbers.Integral) or not 1 <= n_init <= 10:
-        raise fail(where, "n_init", "an integer in [1, 10]", n_init)
+    if parts is not None:
+        check_positive_int(where, "parts", parts, T_MIN, 100_000)
+    check_positive_int(where, "n_init", n_init, 1, 10)
     plan = kmeans_plan(epsilon, delta, select_radius=r is None, where=where)
     gen, secure = resolve_rng(rng, where)
     loss = plan.privacy_loss

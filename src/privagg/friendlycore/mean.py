@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -47,6 +46,7 @@ from .._validate import (
     check_delta,
     check_epsilon,
     check_finite_positive,
+    check_positive_int,
     fail,
 )
 from ..accounting import PrivacyLoss, zcdp_to_epsilon
@@ -327,9 +327,7 @@ def _check_radius(where: str, radius: Any) -> float | None:
 
 
 def _check_m_locate(where: str, m: Any) -> int:
-    if isinstance(m, bool) or not isinstance(m, numbers.Integral) or not 50 <= int(m) <= 4096 * 4:
-        raise fail(where, "m_locate", "an integer in [50, 16384]", m)
-    return int(m)
+    return check_positive_int(where, "m_locate", m, 50, 4096 * 4)
 
 
 def private_mean(
