@@ -39,6 +39,7 @@ scikit-learn, against diffprivlib's KMeans; quick: k = 10, d = 10, n = 10⁵; ``
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 import sys
@@ -186,44 +187,48 @@ class MeanBench:
         rel = self.private_mean(x, epsilon=eps, delta=DELTA, radius=radius, rng=rng)
         return rel.mean if rel.ok else None
 
-    def run_cell(self, setting: str, n: int, d: int, eps: float) -> Cell:
-        cell = Cell(setting, n, d, eps)
-        plan = best_plan(n, d, rho=rho_for(eps, DELTA), prior_radius=PRIOR_RADIUS, beta=BETA)
+    def run_block(self, setting: str, n: int, d: int, epsilons: list[float]) -> list[Cell]:
+        """One cell per ε; every run draws one sample and runs every method at every ε on it."""
         r_known = known_radius(n, d)
-        methods: dict[
-            str, Callable[[np.ndarray, np.ndarray, np.random.Generator], np.ndarray | None]
-        ] = {
-            "privagg known r": lambda x, mu, g: self._privagg(x, eps, r_known, g),
-            "privagg private r": lambda x, mu, g: self._privagg(x, eps, None, g),
-            "oracle": lambda x, mu, g: oracle_mean(x, mu, SCALE[setting], eps, g),
-            "CoinPress": lambda x, mu, g: coinpress_mean(x, plan, rng=g),
-            "diffprivlib": lambda x, mu, g: diffprivlib_mean(x, eps, g),
-            "empirical": lambda x, mu, g: x.mean(axis=0),
-        }
-        # The cell's own seed: a cell gives the same samples in every grid that contains it.
-        key = [self.seed, SETTINGS.index(setting), n, d, round(eps * 1000)]
-        seeds = np.random.SeedSequence(key).spawn(self.runs)
-        for run_seed in seeds:
-            data_seed, method_seed = run_seed.spawn(2)
-            x, mu = sample(setting, n, d, np.random.default_rng(data_seed))
-            gens = np.random.default_rng(method_seed).spawn(len(methods))
-            for (name, fn), gen in zip(methods.items(), gens, strict=True):
-                if name in self.unavailable:
-                    continue
-                t = time.perf_counter()
-                try:
-                    est = fn(x, mu, gen)
-                except (ImportError, NotImplementedError) as exc:
-                    self._drop(name, f"{name}: not available ({type(exc).__name__}: {exc})")
-                    continue
-                cell.seconds[name] = cell.seconds.get(name, 0.0) + time.perf_counter() - t
-                if est is None:
-                    cell.bottoms[name] = cell.bottoms.get(name, 0) + 1
-                    err = math.inf
-                else:
-                    err = float(np.linalg.norm(est - mu))
-                cell.errors.setdefault(name, []).append(err)
-        return cell
+        cells = {eps: Cell(setting, n, d, eps) for eps in epsilons}
+        plans = {eps: best_plan(n, d, rho=rho_for(eps, DELTA), prior_radius=PRIOR_RADIUS, beta=BETA)
+                 for eps in epsilons}
+
+        def methods(eps: float) -> dict[str, Callable[[np.ndarray, np.ndarray, np.random.Generator],
+                                                       np.ndarray | None]]:
+            return {
+                "privagg known r": lambda x, mu, g: self._privagg(x, eps, r_known, g),
+                "privagg private r": lambda x, mu, g: self._privagg(x, eps, None, g),
+                "oracle": lambda x, mu, g: oracle_mean(x, mu, SCALE[setting], eps, g),
+                "CoinPress": lambda x, mu, g: coinpress_mean(x, plans[eps], rng=g),
+                "diffprivlib": lambda x, mu, g: diffprivlib_mean(x, eps, g),
+                "empirical": lambda x, mu, g: x.mean(axis=0),
+            }
+
+        # Seeds depend on the cell alone: a cell gives the same samples in every grid holding it.
+        key = [self.seed, SETTINGS.index(setting), n, d]
+        for run, run_seed in enumerate(np.random.SeedSequence(key).spawn(self.runs)):
+            x, mu = sample(setting, n, d, np.random.default_rng(run_seed))
+            for eps in epsilons:
+                cell, fns = cells[eps], methods(eps)
+                gens = np.random.default_rng(key + [round(eps * 1000), run]).spawn(len(fns))
+                for (name, fn), gen in zip(fns.items(), gens, strict=True):
+                    if name in self.unavailable:
+                        continue
+                    t = time.perf_counter()
+                    try:
+                        est = fn(x, mu, gen)
+                    except (ImportError, NotImplementedError) as exc:
+                        self._drop(name, f"{name}: not available ({type(exc).__name__}: {exc})")
+                        continue
+                    cell.seconds[name] = cell.seconds.get(name, 0.0) + time.perf_counter() - t
+                    if est is None:
+                        cell.bottoms[name] = cell.bottoms.get(name, 0) + 1
+                        err = math.inf
+                    else:
+                        err = float(np.linalg.norm(est - mu))
+                    cell.errors.setdefault(name, []).append(err)
+        return [cells[eps] for eps in epsilons]
 
 
 # ---------------------------------------------------------------- grids
@@ -233,17 +238,22 @@ def quick_grid() -> list[tuple[str, int, int, float]]:
 
 
 def full_grid() -> list[tuple[str, int, int, float]]:
-    """Isotropic: every d, n, ε; stress settings: every d, n at ε = 1."""
-    cells = [
-        ("gaussian", n, d, e)
+    """Isotropic and contaminated: every d, n, ε; heavy tails and σ = 10: every d, n at ε = 1."""
+    return [
+        (s, n, d, e)
+        for s in SETTINGS
         for d in (10, 100, 1000)
         for n in (1_000, 10_000, 100_000)
-        for e in (0.5, 1.0, 2.0)
+        for e in ((0.5, 1.0, 2.0) if s in ("gaussian", "contaminated") else (1.0,))
     ]
-    cells += [
-        (s, n, d, 1.0) for s in STRESS for d in (10, 100, 1000) for n in (1_000, 10_000, 100_000)
-    ]
-    return cells
+
+
+def blocks(grid: list[tuple[str, int, int, float]]) -> list[tuple[str, int, int, list[float]]]:
+    """Group the cells sharing (setting, n, d): one sample per run serves every ε."""
+    out: dict[tuple[str, int, int], list[float]] = {}
+    for s, n, d, e in grid:
+        out.setdefault((s, n, d), []).append(e)
+    return [(s, n, d, eps) for (s, n, d), eps in out.items()]
 
 
 def estimate_seconds(
@@ -373,58 +383,77 @@ def plot_vs_n(cells: list[Cell], methods: list[str], path: Path) -> None:
     plt.close(fig)
 
 
+def _cell_json(c: Cell) -> str:
+    return json.dumps({"setting": c.setting, "n": c.n, "d": c.d, "epsilon": c.epsilon,
+                       "errors": c.errors, "seconds": c.seconds, "bottoms": c.bottoms})
+
+
+def _cell_from_json(line: str) -> Cell:
+    o = json.loads(line)
+    errors = {m: [float(v) for v in vals] for m, vals in o["errors"].items()}
+    return Cell(o["setting"], o["n"], o["d"], o["epsilon"], errors, o["seconds"], o["bottoms"])
+
+
 def mean_section(args: argparse.Namespace) -> None:
-    grid = full_grid() if args.full else quick_grid()
-    grid = [
-        cell
-        for cell in grid
-        if (args.dims is None or cell[2] in args.dims)
-        and (args.sizes is None or cell[1] in args.sizes)
-    ]
+    """Run the (filtered) grid, or with ``--report`` only rebuild the table from results files."""
     bench = MeanBench(args.runs, args.seed)
-    print(f"seed={args.seed} runs={args.runs} cells={len(grid)} delta={DELTA:g}", flush=True)
-    cells = []
     t0 = time.perf_counter()
-    for i, (setting, n, d, eps) in enumerate(grid):
-        cells.append(bench.run_cell(setting, n, d, eps))
-        print(
-            f"  [{i + 1}/{len(grid)}] {setting} d={d} n={n} ε={eps:g} done "
-            f"({time.perf_counter() - t0:.0f} s)",
-            flush=True,
-        )
+    if args.report:
+        cells = [_cell_from_json(line) for path in args.report
+                 for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+        order = {cell: i for i, cell in enumerate(full_grid() + quick_grid())}
+        cells.sort(key=lambda c: order.get((c.setting, c.n, c.d, c.epsilon), len(order)))
+        runs = {len(errs) for c in cells for errs in c.errors.values()}
+        print(f"report of {len(cells)} cells from {', '.join(args.report)} (runs per cell: "
+              f"{sorted(runs)})", flush=True)
+    else:
+        grid = full_grid() if args.full else quick_grid()
+        grid = [cell for cell in grid if (args.dims is None or cell[2] in args.dims)
+                and (args.sizes is None or cell[1] in args.sizes)]
+        work = blocks(grid)
+        print(f"seed={args.seed} runs={args.runs} cells={len(grid)} delta={DELTA:g}", flush=True)
+        cells = []
+        for i, (setting, n, d, epsilons) in enumerate(work):
+            done = bench.run_block(setting, n, d, epsilons)
+            cells += done
+            if args.results:
+                with open(args.results, "a", encoding="utf-8") as fh:
+                    fh.writelines(_cell_json(c) + "\n" for c in done)
+            print(f"  [{i + 1}/{len(work)}] {setting} d={d} n={n} ε={','.join(map(str, epsilons))} "
+                  f"done ({time.perf_counter() - t0:.0f} s)", flush=True)
     elapsed = time.perf_counter() - t0
-    methods = [m for m in METHODS if m not in bench.unavailable]
+    methods = [m for m in METHODS if m not in bench.unavailable and any(m in c.errors for c in cells)]
     variants = [m for m in methods if m.startswith("privagg")]
     tab = table(cells, methods)
     tgt = targets(cells, variants) if variants else ["privagg: not available; no target evaluated"]
     per_method = {m: sum(c.seconds.get(m, 0.0) for c in cells) for m in methods}
     timing = ", ".join(f"{m} {s:.1f} s" for m, s in per_method.items())
-    est = estimate_seconds(cells, full_grid(), args.runs)
-    mode = "full" if args.full else "quick"
+    full = args.full or bool(args.report)
     print("\n" + tab + "\n\nTargets (issue 5):\n" + "\n".join("  " + t for t in tgt))
-    print(
-        f"\n{mode} grid: {elapsed:.0f} s ({timing}); estimated full grid at {args.runs} runs: "
-        f"{est / 3600:.1f} h"
-    )
+    print(f"\nelapsed {elapsed:.0f} s; method seconds summed over cells: {timing}")
+    if not args.report:
+        est = estimate_seconds(cells, full_grid(), args.runs)
+        print(f"estimated full grid at {args.runs} runs: {est / 3600:.1f} h")
     for why in bench.unavailable.values():
         print(why)
     OUT_DIR.mkdir(parents=True, exist_ok=True)
-    plot(
-        cells if not args.full else [c for c in cells if c.epsilon == 1.0 and c.n == 10_000],
-        methods,
-        OUT_DIR / "mean_settings.png",
-    )
-    if args.full:
+    main_cells = [c for c in cells if c.epsilon == 1.0 and c.n == 10_000 and c.d == 100]
+    plot(main_cells or cells, methods, OUT_DIR / "mean_settings.png")
+    if full:
         plot_vs_n(cells, methods, OUT_DIR / "mean_vs_n.png")
+    if args.report:
+        command = ("`python benchmarks/utility.py --report " + " ".join(args.report) + "` over results "
+                   "written by `--full --results FILE` runs (parts split with `--dims`)")
+    else:
+        command = (f"`python benchmarks/utility.py --{'full' if args.full else 'quick'} --runs {args.runs} "
+                   f"--seed {args.seed}{_filters(args)}`")
     md = [
         "# Private mean: utility (generated by `benchmarks/utility.py`)",
         "",
-        f"Command: `python benchmarks/utility.py --{mode} --runs {args.runs} --seed {args.seed}"
-        f"{_filters(args)}`; "
-        f"median ℓ2 error ‖estimate − μ‖ over {args.runs} runs, δ = {DELTA:g}, ‖μ‖ = 10⁴. "
-        "Methods and settings: the module docstring of `benchmarks/utility.py`. "
-        "A ⊥ entry: at least half of the runs released ⊥ (no estimate); ⊥ counts as an "
-        "infinite error.",
+        f"Command: {command}; median ℓ2 error ‖estimate − μ‖ over the runs of each cell, "
+        f"δ = {DELTA:g}, ‖μ‖ = 10⁴. Methods and settings: the module docstring of "
+        "`benchmarks/utility.py`. A ⊥ entry: at least half of the runs released ⊥ (no estimate); "
+        "⊥ counts as an infinite error.",
         "",
         tab,
         "",
@@ -432,11 +461,11 @@ def mean_section(args: argparse.Namespace) -> None:
         "",
         *[f"- {t}" for t in tgt],
         "",
-        f"Runtime: {elapsed:.0f} s ({timing}); estimated full grid: {est / 3600:.1f} h.",
+        f"Method seconds summed over cells: {timing}.",
         *[f"- {why}" for why in bench.unavailable.values()],
         "",
         "![errors by setting](mean_settings.png)",
-        *(["", "![error against n](mean_vs_n.png)"] if args.full else []),
+        *(["", "![error against n](mean_vs_n.png)"] if full else []),
         "",
     ]
     (OUT_DIR / "mean.md").write_text("\n".join(md), encoding="utf-8")
@@ -592,6 +621,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dims", type=_int_list, help="keep only these d (comma-separated)")
     parser.add_argument("--sizes", type=_int_list, help="keep only these n (comma-separated)")
     parser.add_argument("--ks", type=_int_list, help="k-means: keep only these k (comma-separated)")
+    parser.add_argument("--results", metavar="FILE", help="mean: append every finished cell to FILE (JSON lines)")
+    parser.add_argument("--report", nargs="+", metavar="FILE",
+                        help="mean: no runs; build the table, targets and plots from results FILEs")
     args = parser.parse_args(argv)
     if args.runs < 20:
         parser.error("--runs must be >= 20 (medians over at least 20 runs)")
