@@ -128,3 +128,46 @@ def test_cli_bad_input_exit_2_one_line(group, data_file: Path, extra: list[str])
     assert res.exit_code == 2
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("privagg: error:")
+
+
+def test_cli_plot_draws_only_released_values(group, data_file: Path, tmp_path: Path, monkeypatch):
+    """--plot receives exactly the released mean and the released clipping ball, nothing else."""
+    import privagg.cli.mean as cli_mean
+
+    seen = {}
+    real = cli_mean.plot_released
+
+    def spy(where, path, **kw):
+        seen.update(kw)
+        real(where, path, **kw)
+
+    monkeypatch.setattr(cli_mean, "plot_released", spy)
+    png = tmp_path / "mean.png"
+    res = CliRunner().invoke(group, ["mean", str(data_file), "--columns", "a,b", "--epsilon", "1",
+                                     "--delta", "1e-6", "--radius", "6", "--json", "--plot", str(png)])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 1000
+    assert seen["points"] == [out["mean"]]
+    center, radius = seen["ball"]
+    assert len(center) == 2 and radius > 0
+    assert set(seen) == {"points", "label", "columns", "title", "ball", "ball_label"}
+
+
+def test_cli_plot_of_bottom(group, tmp_path: Path):
+    path = tmp_path / "few.csv"
+    path.write_text("a,b\n1,2\n3,4\n", encoding="utf-8")
+    png = tmp_path / "bottom.png"
+    res = CliRunner().invoke(group, ["mean", str(path), "--columns", "a,b", "--epsilon", "1",
+                                     "--delta", "1e-6", "--plot", str(png)])
+    assert res.exit_code == 0, res.output
+    assert "⊥" in res.stdout and png.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("extra", [["--columns", "a", "--plot", "x.png"],
+                                   ["--columns", "a,b", "--plot", "no/such/dir/x.png"]])
+def test_cli_plot_bad_input(group, data_file: Path, extra: list[str]):
+    res = CliRunner().invoke(group, ["mean", str(data_file), "--epsilon", "1", "--delta", "1e-6", *extra])
+    assert res.exit_code == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "'plot'" in lines[0]

@@ -6,12 +6,11 @@ ledger before drawing noise) → output. Errors come only from public inputs (pa
 schema), never from values.
 
 ``--plot`` (2-D only) draws the released centers alone: the points are private and are never
-plotted.
+plotted, and no density of them is drawn.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from contextlib import ExitStack
@@ -22,6 +21,7 @@ import click
 from .. import _validate
 from ..accounting import Ledger
 from ._params import number_option
+from ._plot2d import check_plot, plot_released
 
 __all__ = ["kmeans"]
 
@@ -50,38 +50,6 @@ def _radius(text: str | None) -> float | None:
         return None
     return number_option(WHERE, "radius", text, lambda where, value, name: _validate.check_finite_positive(
         where, name, value))
-
-
-def _check_plot(path: Path, d: int) -> None:
-    if d != 2:
-        raise _validate.fail(WHERE, "plot", "used with exactly 2 columns", f"{d} columns")
-    if importlib.util.find_spec("matplotlib") is None:
-        raise _validate.fail(WHERE, "plot", "usable: install matplotlib (pip install 'privagg[plot]')", str(path))
-    if not path.resolve().parent.is_dir():
-        raise _validate.fail(WHERE, "plot", "a path in an existing folder", str(path))
-
-
-def _plot(path: Path, centers: list[list[float]], cols: list[str], title: str) -> None:
-    """The released centers only (the data are private and never drawn)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(6, 5))
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    if centers:
-        xs, ys = zip(*centers)
-        ax.scatter(xs, ys, marker="x", s=80, color="tab:red", label="released centers")
-        ax.legend(loc="best")
-    else:
-        ax.text(0.5, 0.5, "⊥ (nothing released)", ha="center", va="center", transform=ax.transAxes)
-    ax.set_xlabel(cols[0])
-    ax.set_ylabel(cols[1])
-    ax.set_title(title + "\n(only the private centers are shown; the points are never plotted)", fontsize=9)
-    try:
-        fig.savefig(path)
-    except OSError:
-        raise _validate.fail(WHERE, "plot", "a writable file path", str(path)) from None
 
 
 @click.command()
@@ -121,7 +89,7 @@ def kmeans(
     dlt = number_option(WHERE, "delta", delta, _validate.check_delta)
     r = _radius(radius)
     if plot is not None:
-        _check_plot(plot, len(cols))
+        check_plot(WHERE, plot, len(cols))
     points = read_numeric_columns(file, cols, caller=WHERE)
     with ExitStack() as stack:
         charged = None if ledger is None else stack.enter_context(Ledger(ledger))
@@ -151,6 +119,7 @@ def kmeans(
             for i, row in enumerate(centers, 1):
                 click.echo(f"{i:>6}  " + "  ".join(f"{v:>12.6g}" for v in row))
     if plot is not None:
-        _plot(plot, centers or [], cols, f"private k-means of {file.name} (k = {k})")
+        plot_released(WHERE, plot, points=centers or [], label="released centers", columns=cols,
+                      title=f"private k-means of {file.name} (k = {k})")
         if not as_json:
             click.echo(f"wrote {plot}", err=True)

@@ -1,5 +1,9 @@
 """``privagg mean FILE --columns A,B,... --epsilon E --delta D [--radius R]``: a private mean.
 
+``--plot`` (2-D only) draws released values alone — the mean, and the center and radius of the
+final clipping ball (both released by the mechanism); the points are private and never plotted,
+and no density of them is drawn.
+
 Order of work: parameters → the file's schema and the numeric columns (DuckDB) → the ledger →
 :func:`privagg.friendlycore.mean.private_mean` (which charges the ledger before drawing noise) →
 output. Errors come only from public inputs (parameters, path, schema), never from values.
@@ -11,12 +15,14 @@ import json
 import sys
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import click
 
 from .. import _validate
 from ..accounting import Ledger
 from ._params import number_option
+from ._plot2d import check_plot, plot_released
 
 __all__ = ["mean"]
 
@@ -46,6 +52,8 @@ def _columns(text: str) -> list[str]:
 @click.option("--calibration", default="gaussian", show_default=True, metavar="gaussian|laplace|zcdp",
               help="Noise calibration.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (for machines).")
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), metavar="OUT.png",
+              help="2-D only: plot the released mean and clipping ball (never the points).")
 @click.option("--ledger", type=click.Path(dir_okay=False, path_type=Path), help="Charge this privacy ledger.")
 def mean(
     file: Path,
@@ -55,6 +63,7 @@ def mean(
     radius: str | None,
     calibration: str,
     as_json: bool,
+    plot: Path | None,
     ledger: Path | None,
 ) -> None:
     """A differentially private mean of the COLUMNS of FILE (CSV with a header row, or Parquet).
@@ -71,6 +80,8 @@ def mean(
     dlt = number_option(WHERE, "delta", delta, _validate.check_delta)
     r = _radius(radius)
     _validate.check_choice(WHERE, "calibration", calibration, CALIBRATIONS)
+    if plot is not None:
+        check_plot(WHERE, plot, len(cols))
     points = read_numeric_columns(file, cols, caller=WHERE)
     with ExitStack() as stack:
         charged = None if ledger is None else stack.enter_context(Ledger(ledger))
@@ -88,11 +99,24 @@ def mean(
     }
     if as_json:
         sys.stdout.write(json.dumps(payload, allow_nan=False) + "\n")
-        return
+    else:
+        _print_table(file, cols, release, given_radius=r is not None)
+    if plot is not None:
+        ball = None
+        if release.ok and release.center is not None and release.clip_radius is not None:
+            ball = ([float(v) for v in release.center], float(release.clip_radius))
+        plot_released(WHERE, plot, points=[payload["mean"]] if release.ok else [], label="released mean",
+                      columns=cols, title=f"private mean of {file.name}", ball=ball,
+                      ball_label="clipping ball of the final sum (released)")
+        if not as_json:
+            click.echo(f"wrote {plot}", err=True)
+
+
+def _print_table(file: Path, cols: list[str], release: Any, *, given_radius: bool) -> None:
     click.echo(f"private mean of {file.name} · columns {', '.join(cols)}")
     click.echo(f"guarantee   ε = {release.epsilon:.4g}, δ = {release.delta:.3g} (add/remove neighbours)")
     click.echo(f"radius      {'not found (⊥)' if release.radius is None else f'{release.radius:.4g}'}"
-               f"{' (given)' if r is not None else ' (chosen privately)'}")
+               f"{' (given)' if given_radius else ' (chosen privately)'}")
     if not release.ok:
         click.echo("result      ⊥: too few points agree on a location; nothing more is released")
         return
