@@ -597,9 +597,9 @@ def kmeans_section(args: argparse.Namespace) -> None:
             p, q = med["privagg"], med.get("diffprivlib", math.inf)
             ok = "MET" if p <= 1.2 and p < q else "NOT MET"
             lines.append(f"privagg cost ratio <= 1.2 and < diffprivlib's [k=10 d=10 n={cell['n']} "
-                         + f"ε={KM_EPS:g}]: {p:.4g} vs {q:.4g}  {ok}")
-    head = ["| k | d | n | privagg cost ratio | diffprivlib cost ratio | privagg ⊥ | "
-            "median s (privagg / dpl / sklearn) |", "|---|---|---|---|---|---|---|"]
+                         f"ε={KM_EPS:g}]: {p:.4g} vs {q:.4g}  {ok}")
+    head = [("| k | d | n | privagg cost ratio | diffprivlib cost ratio | privagg ⊥ | "
+             "median s (privagg / dpl / sklearn) |"), "|---|---|---|---|---|---|---|"]
     tab = "\n".join(head + rows)
     print("\n" + tab + "\n\nTargets (issue 5):\n" + "\n".join("  " + t for t in lines))
     print(f"elapsed {time.perf_counter() - t_all:.0f} s")
