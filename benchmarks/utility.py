@@ -409,7 +409,8 @@ def mean_section(args: argparse.Namespace) -> None:
     else:
         grid = full_grid() if args.full else quick_grid()
         grid = [cell for cell in grid if (args.dims is None or cell[2] in args.dims)
-                and (args.sizes is None or cell[1] in args.sizes)]
+                and (args.sizes is None or cell[1] in args.sizes)
+                and (args.settings is None or cell[0] in args.settings)]
         cells = []
         if args.results and Path(args.results).exists():  # resume: keep the finished cells
             cells = [_cell_from_json(line) for line in
@@ -628,8 +629,8 @@ SECTIONS["kmeans"] = kmeans_section
 
 def _filters(args: argparse.Namespace) -> str:
     out = ""
-    for name in ("dims", "sizes"):
-        values = getattr(args, name)
+    for name in ("dims", "sizes", "settings"):
+        values = getattr(args, name, None)
         if values is not None:
             out += f" --{name} " + ",".join(str(v) for v in sorted(values))
     return out
@@ -649,6 +650,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--section", choices=sorted(SECTIONS), default="mean")
     parser.add_argument("--dims", type=_int_list, help="keep only these d (comma-separated)")
     parser.add_argument("--sizes", type=_int_list, help="keep only these n (comma-separated)")
+    parser.add_argument("--settings", type=lambda t: set(t.split(",")),
+                        help=f"mean: keep only these settings (of {', '.join(SETTINGS)})")
     parser.add_argument("--ks", type=_int_list, help="k-means: keep only these k (comma-separated)")
     parser.add_argument("--results", metavar="FILE",
                         help="append every finished cell to FILE (JSON lines); cells already there are skipped")
