@@ -47,16 +47,25 @@ import numpy as np
 
 from .._validate import check_delta, check_epsilon, check_positive_int, fail
 from ..accounting import PrivacyLoss, zcdp_to_epsilon
-from ..noise.grid import grid_gaussian
+from ..noise.grid import (
+    _sqrt_up,
+    gaussian_exponent,
+    grid_gaussian_integers,
+    grid_integers,
+    rescale_integers,
+)
 from ..noise.rng import resolve_rng
 from ..noise.samplers import bernoulli_rational, discrete_laplace
 from .conversion import end_to_end_budget, friendly_budget, movement_bound
 from .filter import keep_probabilities
 from .mean import (
     M_MIN,
+    MEAN_ROUNDING,
+    SUM_BITS,
     _check_points,
     _check_radius,
-    _clipped_sum,
+    _clipped_integer_sum,
+    _faithful_mean,
     _float_down,
     _float_up,
     _frac,
@@ -99,6 +108,7 @@ _SHARE_LLOYD_SUM = Fraction(1, 16)  # per step
 _SHARE_AGG_DELTA = Fraction(1, 2)
 _SHARE_FRIENDLY_COUNT = Fraction(1, 3)
 _SAFETY = 1.0 + 2.0**-20  # float rounding of distances and averages (docs/proofs/kmeans.md)
+_MATCH_SLACK = 1 + Fraction(1, 2**20)  # r' = r(1 + 2⁻³²) <= r·_MATCH_SLACK (kmeans.md §3)
 _PAIR_CHUNK = 1 << 22  # elements per temporary of the pair work
 _ROWS = 1 << 14
 
@@ -374,7 +384,8 @@ def _select_radius(tuples: np.ndarray, eps: Fraction, gen: np.random.Generator) 
 
 def _aligned_average(core: np.ndarray) -> np.ndarray:
     """Relabel every tuple to match ``core[0]`` (nearest center; identity when that is not a
-    bijection) and average the aligned ``kd``-vectors."""
+    bijection) and average the aligned ``kd``-vectors with ``mean._faithful_mean`` (relative error
+    ``<= 3u + 2u²`` at every magnitude)."""
     m, k, _ = core.shape
     ref = core[0]
     dist = squared_distance(ref[None, :, None, :], core[:, None, :, :])  # (m, k_ref, k)
@@ -382,7 +393,7 @@ def _aligned_average(core: np.ndarray) -> np.ndarray:
     bijective = (np.sort(perm, axis=1) == np.arange(k)).all(axis=1)
     perm[~bijective] = np.arange(k)
     aligned = core[np.arange(m)[:, None], perm]
-    return aligned.mean(axis=0).ravel()
+    return _faithful_mean(aligned.reshape(m, -1))
 
 
 def _aggregate(tuples: np.ndarray, r: float, plan: KMeansPlan,
@@ -398,19 +409,32 @@ def _aggregate(tuples: np.ndarray, r: float, plan: KMeansPlan,
     if m_low < M_MIN or core.shape[0] == 0 or not np.isfinite(core).all():
         return None
     avg = _aligned_average(core)
+    # Exponent from public values as before; sensitivity (grid units) of the exact aligned average
+    # plus the rounding of the computed one (docs/proofs/kmeans.md §5).
     sens = 2.0 * r * math.sqrt(k) / m_low * _SAFETY
     sigma = sens / math.sqrt(2.0 * float(plan.rho_core_mean)) * _SAFETY
-    centers = grid_gaussian(avg, l2_sensitivity=sens, sigma=sigma, rng=gen).values.reshape(k, d)
+    e = gaussian_exponent(sens, sigma, k * d)
+    sens_g = (2 * Fraction(r) * _MATCH_SLACK * _sqrt_up(k) / m_low / Fraction(2) ** e
+              + 2 * MEAN_ROUNDING * _sqrt_up(k * d))
+    centers = grid_gaussian_integers(grid_integers(avg, exponent=e), exponent=e,
+                                     l2_sensitivity_grid=sens_g, rho=plan.rho_core_mean,
+                                     rng=gen).values.reshape(k, d)
     return centers[np.lexsort(centers.T[::-1])]
 
 
 def _nearest(x: np.ndarray, centers: np.ndarray) -> np.ndarray:
-    """Index of the nearest center of every row (blocked; ties to the lower index)."""
+    """Index of the nearest center of every row (blocked; ties to the lower index).
+
+    The Gram expansion ``‖c‖² − 2x·c`` is taken relative to the centers' mean (public): far from
+    the origin (``|x| ≈ 10¹⁵``) the absolute one cancels catastrophically and labels rows at
+    random. A function of the row and the public centers only, whatever its rounding."""
+    origin = centers.mean(axis=0)
+    shifted = centers - origin
     out = np.empty(x.shape[0], dtype=np.int64)
-    c2 = np.einsum("ij,ij->i", centers, centers)
+    c2 = np.einsum("ij,ij->i", shifted, shifted)
     for s in range(0, x.shape[0], _ROWS):
-        block = x[s:s + _ROWS]
-        out[s:s + _ROWS] = np.argmin(c2[None, :] - 2.0 * (block @ centers.T), axis=1)
+        block = x[s:s + _ROWS] - origin
+        out[s:s + _ROWS] = np.argmin(c2[None, :] - 2.0 * (block @ shifted.T), axis=1)
     return out
 
 
@@ -434,7 +458,7 @@ def _lloyd_step(x: np.ndarray, centers: np.ndarray, r_max: float, plan: KMeansPl
     for s in range(0, x.shape[0], _ROWS):
         y = x[s:s + _ROWS] - centers[label[s:s + _ROWS]]
         dist[s:s + _ROWS] = np.sqrt(np.einsum("ij,ij->i", y, y))
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", over="ignore"):  # a row on its center: r_max/tiny = inf
         level = np.floor(2.0 * np.log2(r_max / np.maximum(dist, np.finfo(float).tiny)))
     cell = label * HIST_BINS + np.clip(np.nan_to_num(level, nan=0.0), 0, HIST_BINS - 1).astype(np.int64)
     hist = np.bincount(cell, minlength=k * HIST_BINS).reshape(k, HIST_BINS)
@@ -444,10 +468,19 @@ def _lloyd_step(x: np.ndarray, centers: np.ndarray, r_max: float, plan: KMeansPl
     too_many = beyond > OUT_FRACTION * counts[:, None]
     first_bad = np.where(too_many.any(axis=1), np.argmax(too_many, axis=1), HIST_BINS)
     radii = r_max * np.exp2(-np.maximum(first_bad - 1, 0) / 2.0)
-    sums = np.stack([_clipped_sum(x[order[bounds[c]:bounds[c + 1]]], centers[c], radii[c]) / radii[c]
-                     for c in range(k)]).ravel()
+    # Exact integer sums of the unit terms on the grid h = 2^-SUM_BITS, then exactly rescaled to the
+    # release grid (exponent chosen as before): one row changes one cluster's d coordinates.
+    e_h = -SUM_BITS
+    sums = np.concatenate([_clipped_integer_sum(x[order[bounds[c]:bounds[c + 1]]], centers[c],
+                                                radii[c], e_h, unit=radii[c]) for c in range(k)])
     sigma = 1.0 / math.sqrt(2.0 * float(plan.rho_lloyd_sum)) * _SAFETY
-    noisy = grid_gaussian(sums, l2_sensitivity=_SAFETY, sigma=sigma, rng=gen).values.reshape(k, d)
+    e = gaussian_exponent(_SAFETY, sigma, k * d)
+    root_d = _sqrt_up(d)
+    sens = ((1 + root_d * Fraction(2) ** e_h / 2) / Fraction(2) ** e
+            + (root_d if e > e_h else 0))
+    noisy = grid_gaussian_integers(rescale_integers(sums, from_exponent=e_h, to_exponent=e),
+                                   exponent=e, l2_sensitivity_grid=sens,
+                                   rho=plan.rho_lloyd_sum, rng=gen).values.reshape(k, d)
     moved = counts >= M_MIN
     out = centers.copy()
     out[moved] += noisy[moved] * radii[moved, None] / counts[moved, None]

@@ -50,14 +50,22 @@ from .._validate import (
     fail,
 )
 from ..accounting import PrivacyLoss, zcdp_to_epsilon
-from ..noise.grid import grid_gaussian, grid_laplace
+from ..noise.grid import (
+    _sqrt_up,
+    gaussian_exponent,
+    grid_gaussian_integers,
+    grid_integers,
+    grid_laplace_integers,
+    laplace_exponent,
+    rounding_error,
+)
 from ..noise.rng import resolve_rng
 from ..noise.samplers import discrete_laplace
 from .conversion import end_to_end_budget, friendly_budget
 from .filter import alpha_fraction, core_mask
 from .predicates import ball
 
-__all__ = ["CALIBRATIONS", "MeanPlan", "MeanRelease", "estimate_schedule", "mean_plan",
+__all__ = ["CALIBRATIONS", "MeanPlan", "MeanRelease", "estimate_schedule", "mean_plan", "mean_privacy_loss",
            "private_mean", "rho_for"]
 
 CALIBRATIONS = ("gaussian", "laplace", "zcdp")
@@ -74,6 +82,12 @@ _SHARE_LOCATE = Fraction(1, 5)
 _SHARE_LOCATE_DELTA = Fraction(1, 2)
 _SHARE_FRIENDLY_COUNT = Fraction(1, 4)
 _SHARE_QUANTILE = Fraction(1, 20)
+#: Small samples: when the released ``n̂·ε`` is below this (public) the shares after the count
+#: switch to the small-sample ones (radius selection and locate get more, the sums less).
+SMALL_SAMPLE = 750
+_SMALL_SHARE_SELECT = Fraction(1, 5)
+_SMALL_SHARE_LOCATE = Fraction(1, 3)
+_SMALL_SHARE_FRIENDLY_COUNT = Fraction(1, 2)
 #: Refinement schedules tried (public choice): numbers of refinement steps and the share of the
 #: estimate budget (ρ, or ε for Laplace) that they take together, split evenly.
 REFINE_STEPS = (0, 1, 2, 3)
@@ -85,7 +99,17 @@ CLIP_TAIL = Fraction(1, 2)
 QUANTILE_OCTAVE = 4
 QUANTILE_GRID = 24
 _ROWS = 1 << 14  # rows per block of the clipped sum
-_SAFETY = 1.0 + 2.0**-40  # sensitivities are inflated by this factor (float rounding)
+_SAFETY = 1.0 + 2.0**-40  # float-computed noise scales (grid exponent choice) carry this factor
+_U = Fraction(1, 2**53)  # unit roundoff of float64
+#: Clipped-sum terms are rounded to the grid ``2^(E − SUM_BITS)`` of their radius ``R <= 2^E``
+#: (so ``|term/step| <= 2^SUM_BITS``) and summed exactly in integers.
+SUM_BITS = 38
+_SUM_ROWS = 1 << 14  # 2^14 terms of at most 2^38 + 1: partial sums < 2^53, exact in float64
+#: Rounding error (grid units) of a released average computed by :func:`_faithful_mean`:
+#: relative error 3u + 2u², absolute ``m·2^-1070 <= 2^-7`` grid steps (docs/proofs/mean.md §5).
+MEAN_ROUNDING = rounding_error(3 * _U + 2 * _U * _U, Fraction(1, 64))
+#: Rounding error (grid units) of a released clipped sum: one rounding of an exact integer.
+SUM_ROUNDING = rounding_error(2 * _U)
 
 
 def _frac(x: Any) -> Fraction:
@@ -126,6 +150,7 @@ def rho_for(epsilon: Any, delta: Any) -> Fraction:
     return lo
 
 
+@functools.lru_cache(maxsize=256)
 def dlap_tail_shift(scale: Fraction, delta: Fraction) -> int:
     """The least integer ``k >= 0`` with ``exp(−k/t) <= δ``; then ``P[Z > k] < δ`` for
     ``Z ~ DLap(t)`` (``P[Z >= k+1] = e^{−(k+1)/t}/(1 + e^{−1/t})``)."""
@@ -146,6 +171,8 @@ class MeanPlan:
     ----------
     calibration : str
     alpha : float
+    small : bool
+        Small-sample shares (chosen when the released ``n̂·ε < SMALL_SAMPLE``).
     eps_count : Fraction
         ε of the noisy count ``n̂`` (discrete Laplace scale ``1/eps_count``).
     eps_select, delta_select : Fraction
@@ -169,6 +196,7 @@ class MeanPlan:
 
     calibration: str
     alpha: float
+    small: bool
     eps_count: Fraction
     eps_select: Fraction
     delta_select: Fraction
@@ -217,6 +245,7 @@ def mean_plan(
     calibration: str = "gaussian",
     alpha: Any = 0.0,
     select_radius: bool = False,
+    small: bool = False,
     where: str = "private_mean",
 ) -> MeanPlan:
     """Split (ε, δ) between the steps of :func:`private_mean` and calibrate each (public only).
@@ -227,25 +256,39 @@ def mean_plan(
     Gaussian); the distance histogram gets ε/20; the clipped sums get the rest, (ε − the others,
     δ/2), as ρ-zCDP certified by :func:`rho_for` (Gaussian) or as pure ε (Laplace), split between
     the refinement steps and the final sum by :func:`estimate_schedule`. Every returned guarantee
-    is the exact one of the calibrated noise, never above its share.
+    is the exact one of the calibrated noise, never above its share. ``small=True``: the
+    small-sample shares (ε_sel = ε/5, locate ε/3, friendly count 1/2 of the friendly ε), which
+    :func:`private_mean` uses when the released ``n̂·ε < SMALL_SAMPLE``.
     """
     eps = _frac(check_epsilon(where, epsilon))
     dlt = _frac(check_delta(where, delta))
     check_choice(where, "calibration", calibration, CALIBRATIONS)
     alpha_fraction(alpha, where)
-    return _plan(eps, dlt, calibration, Fraction(alpha), bool(select_radius))
+    return _plan(eps, dlt, calibration, Fraction(alpha), bool(select_radius), bool(small))
+
+
+def mean_privacy_loss(epsilon: Any, delta: Any, *, calibration: str = "gaussian", alpha: Any = 0.0,
+                      select_radius: bool = False, where: str = "private_mean") -> PrivacyLoss:
+    """The guarantee of :func:`private_mean`: the larger (ε, δ) of its two plans (the plan is
+    chosen from the released ``n̂``; adaptive composition bounds each branch by its plan)."""
+    plans = [mean_plan(epsilon, delta, calibration=calibration, alpha=alpha,
+                       select_radius=select_radius, small=small, where=where) for small in (False, True)]
+    return PrivacyLoss.approx(max(p.privacy_loss.epsilon for p in plans),
+                              max(p.privacy_loss.delta for p in plans))
 
 
 @functools.lru_cache(maxsize=64)
-def _plan(eps: Fraction, dlt: Fraction, calibration: str, alpha: Fraction, select_radius: bool) -> MeanPlan:
+def _plan(eps: Fraction, dlt: Fraction, calibration: str, alpha: Fraction, select_radius: bool,
+          small: bool = False) -> MeanPlan:
     gaussian = calibration != "laplace"
     eps_count = eps * _SHARE_COUNT
-    eps_select = eps * _SHARE_SELECT if select_radius else Fraction(0)
-    locate_target = eps * _SHARE_LOCATE
+    share_select = _SMALL_SHARE_SELECT if small else _SHARE_SELECT
+    eps_select = eps * share_select if select_radius else Fraction(0)
+    locate_target = eps * (_SMALL_SHARE_LOCATE if small else _SHARE_LOCATE)
     locate_delta_target = dlt * _SHARE_LOCATE_DELTA if gaussian else dlt
     ef, df = friendly_budget(_float_down(locate_target), _float_down(locate_delta_target), alpha=alpha)
     ef, df = Fraction(ef), Fraction(df)
-    e_cc = ef * _SHARE_FRIENDLY_COUNT
+    e_cc = ef * (_SMALL_SHARE_FRIENDLY_COUNT if small else _SHARE_FRIENDLY_COUNT)
     e_cm = ef - e_cc
     if gaussian:
         d_cc = df / 2
@@ -264,7 +307,7 @@ def _plan(eps: Fraction, dlt: Fraction, calibration: str, alpha: Fraction, selec
         eps_sum = zcdp_to_epsilon(rho_sum, delta_sum)
     else:
         delta_sum, rho_sum = Fraction(0), None
-    return MeanPlan(calibration, float(alpha), eps_count, eps_select, Fraction(0), ef, df,
+    return MeanPlan(calibration, float(alpha), small, eps_count, eps_select, Fraction(0), ef, df,
                     e_cc, d_cc, e_cm, d_cm, rho_cm, e_loc, d_loc, eps_sum, delta_sum, rho_sum,
                     eps_quantile)
 
@@ -390,7 +433,9 @@ def private_mean(
     Privacy
     -------
     Add/remove neighbours. (ε', δ')-DP with ε' = ε_n + ε_sel + ε_locate + ε_q + ε_sum <= ε and
-    δ' = δ_sel + δ_locate + δ_sum <= δ (:func:`mean_plan`; proof ``docs/proofs/mean.md``). Public:
+    δ' = δ_sel + δ_locate + δ_sum <= δ, the larger of the two plans (:func:`mean_privacy_loss`:
+    the small-sample plan is used when the released ``n̂·ε < SMALL_SAMPLE``; proof
+    ``docs/proofs/mean.md``). Public:
     d, ε, δ, the radius (when given), α, m_locate, the calibration.
 
     Examples
@@ -408,7 +453,8 @@ def private_mean(
     plan = mean_plan(epsilon, delta, calibration=calibration, alpha=alpha,
                      select_radius=r is None, where=where)
     gen, secure = resolve_rng(rng, where)
-    loss = plan.privacy_loss
+    loss = mean_privacy_loss(epsilon, delta, calibration=calibration, alpha=alpha,
+                             select_radius=r is None, where=where)
     eps_out, delta_out = float(loss.epsilon), float(loss.delta)
 
     def bottom(used_radius: float | None) -> MeanRelease:
@@ -422,6 +468,9 @@ def private_mean(
     n_hat = x.shape[0] + int(discrete_laplace(1 / plan.eps_count, rng=gen))
     if n_hat < 1:
         return bottom(r)
+    if n_hat * _frac(epsilon) < SMALL_SAMPLE:  # public: a function of the released n̂
+        plan = mean_plan(epsilon, delta, calibration=calibration, alpha=alpha,
+                         select_radius=r is None, small=True, where=where)
     # Poisson subsample of public rate (given n̂): used by radius selection and locate.
     q = min(1.0, m_loc / n_hat)
     sub = x[gen.random(x.shape[0]) < q]
@@ -503,14 +552,26 @@ def estimate_schedule(
 
 def _noisy_clipped_sum(x: np.ndarray, center: np.ndarray, big_r: float, part: Fraction,
                        plan: MeanPlan, gen: np.random.Generator) -> np.ndarray:
-    """``Σ clip(x_i − ĉ)`` on the grid: ρ = ``part``-zCDP (discrete Gaussian, ℓ2 sensitivity R)
-    or ``part``-DP (discrete Laplace, ℓ1 sensitivity ``√d·R``)."""
+    """``Σ clip(x_i − ĉ)`` on the grid: ρ = ``part``-zCDP (discrete Gaussian) or ``part``-DP
+    (discrete Laplace). The sum is exact up to one final rounding (:func:`_clipped_sum`), so in
+    grid units one row moves it by at most ``(R + √d·h/2)/g + 2·SUM_ROUNDING·√d`` (ℓ2) or
+    ``(√d·R + d·h/2)/g + 2·SUM_ROUNDING·d`` (ℓ1); the grid exponent is chosen as before."""
+    d = x.shape[1]
     total = _clipped_sum(x, center, big_r)
+    h = Fraction(2) ** _sum_exponent(big_r)
+    root_d = _sqrt_up(d)
     if plan.gaussian:
         sigma = big_r / math.sqrt(2.0 * float(part)) * _SAFETY
-        return grid_gaussian(total, l2_sensitivity=big_r, sigma=sigma, rng=gen).values
-    return grid_laplace(total, l1_sensitivity=math.sqrt(x.shape[1]) * big_r * _SAFETY,
-                        epsilon=_float_down(part), rng=gen).values
+        e = gaussian_exponent(big_r, sigma, d)
+        g = Fraction(2) ** e
+        sens = (Fraction(big_r) + root_d * h / 2) / g + 2 * SUM_ROUNDING * root_d
+        return grid_gaussian_integers(grid_integers(total, exponent=e), exponent=e,
+                                      l2_sensitivity_grid=sens, rho=part, rng=gen).values
+    e = laplace_exponent(math.sqrt(d) * big_r * _SAFETY, _float_down(part), d)
+    g = Fraction(2) ** e
+    sens1 = (root_d * Fraction(big_r) + d * h / 2) / g + 2 * SUM_ROUNDING * d
+    return grid_laplace_integers(grid_integers(total, exponent=e), exponent=e,
+                                 l1_sensitivity_grid=sens1, epsilon=part, rng=gen).values
 
 
 def _distance_bins(x: np.ndarray, center: np.ndarray, upper: float) -> np.ndarray:
@@ -544,19 +605,75 @@ def _quantile_radius(x: np.ndarray, center: np.ndarray, upper: float, n_hat: int
     return upper if j < 0 else upper * 2.0 ** (-j / QUANTILE_OCTAVE)
 
 
-def _clipped_sum(x: np.ndarray, center: np.ndarray, big_r: float) -> np.ndarray:
-    """``Σ_i clip(x_i − ĉ)`` with every term scaled into the ball of radius ``R(1 − 2⁻³⁰)``.
+def _clip_margin(d: int) -> float:
+    """``μ_d``: terms are scaled into the ball of radius ``R(1 − μ_d)``, which absorbs the float
+    error of the norm and of the scaling (relative ``<= (d + 6)·2⁻⁵³``): ``2⁻³⁰`` for
+    ``d <= 2²⁰``, ``(d + 8)·2⁻⁵²`` beyond."""
+    return max(2.0**-30, (d + 8) * 2.0**-52)
 
-    The factor ``1 − 2⁻³⁰`` absorbs the float error of the norm (relative ``<= (d + 2)·2⁻⁵³``),
-    so each term has ℓ2 norm ``<= R`` and adding or removing a row moves the sum by ``<= R``.
+
+def _sum_exponent(big_r: float) -> int:
+    """``E − SUM_BITS`` for the least ``E`` with ``R < 2^E``: the term grid of a clipped sum."""
+    return math.frexp(big_r)[1] - SUM_BITS
+
+
+def _clipped_integer_sum(x: np.ndarray, center: np.ndarray, big_r: float, exponent: int,
+                         unit: float = 1.0) -> np.ndarray:
+    """``Σ_i rint(w_i)``, exactly, as Python integers (object array of shape ``(d,)``), where
+    ``w_i = clip(x_i − c, R)/unit/2^exponent`` is computed in floats.
+
+    Each ``w_i`` has ℓ2 norm ``<= R/(unit·2^exponent)`` (the clip radius is ``R(1 − μ_d)``,
+    :func:`_clip_margin`), so each rounded term ``rint(w_i)`` is an integer vector of norm
+    ``<= R/(unit·2^exponent) + √d/2``; a row whose squared distance overflows (farther than
+    about 1e154 from ``c``) contributes 0. The caller keeps ``R/(unit·2^exponent) <=
+    2^SUM_BITS``: blocks of ``2^14`` rounded terms then sum exactly in float64, and blocks are
+    added as Python integers (no overflow for any n; docs/proofs/mean.md §6).
     """
-    total = np.zeros(x.shape[1])
-    for start in range(0, x.shape[0], _ROWS):  # blocks: no full-size temporaries
-        y = x[start : start + _ROWS] - center
-        norms = np.sqrt(np.einsum("ij,ij->i", y, y))
-        factor = np.minimum(1.0, big_r * (1.0 - 2.0**-30) / np.maximum(norms, np.finfo(float).tiny))
-        total += factor @ y
+    d = x.shape[1]
+    keep = big_r * (1.0 - _clip_margin(d))
+    total = np.zeros(d, dtype=np.int64).astype(object)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for start in range(0, x.shape[0], _SUM_ROWS):
+            y = x[start : start + _SUM_ROWS] - center
+            norms = np.sqrt(np.einsum("ij,ij->i", y, y))
+            far = ~np.isfinite(norms)
+            if far.any():  # the squared norm overflows: the row's term is 0
+                y[far] = 0.0
+            factor = np.minimum(1.0, keep / np.maximum(norms, np.finfo(float).tiny))
+            y *= np.ldexp(factor / unit, -exponent)[:, None]
+            np.rint(y, out=y)
+            # integer-valued partial sums below 2^53: exact in any order (a BLAS product too)
+            total += (np.ones(y.shape[0]) @ y).astype(np.int64).astype(object)
     return total
+
+
+def _clipped_sum(x: np.ndarray, center: np.ndarray, big_r: float) -> np.ndarray:
+    """``Σ_i clip(x_i − ĉ, R)``: every term rounded to the public grid ``h = 2^(E − 38)``
+    (``R < 2^E``), summed exactly, and the exact sum returned as the nearest float64 (relative
+    error ``<= 2⁻⁵²``; ``±inf`` only beyond the float range). Adding a row adds one rounded term,
+    of ℓ2 norm ``<= R + √d·h/2``."""
+    e = _sum_exponent(big_r)
+    exact = _clipped_integer_sum(x, center, big_r, e)
+    with np.errstate(over="ignore"):
+        return np.ldexp(exact.astype(np.float64), e)
+
+
+def _ball_slack(d: int) -> Fraction:
+    """``κ_d = 1 + (d + 4)·2⁻⁵³``: two points that ``ball(r)`` calls friends are within
+    ``κ_d·r`` (float decision ``sqdist <= fl(r²)``, docs/proofs/mean.md §5)."""
+    return 1 + (d + 4) * _U
+
+
+def _faithful_mean(points: np.ndarray) -> np.ndarray:
+    """Column means of an ``(m, D)`` float array with relative error ``<= 3u + 2u²`` (u = 2⁻⁵³)
+    plus an absolute ``m·2⁻¹⁰⁷⁰``, at every magnitude: the exact column sums (``math.fsum`` of
+    the values scaled by ``2^-s``, ``2^s > 2m``, so no intermediate overflow) rounded once, then
+    divided by ``m``. A naive float mean errs by up to ``m·u·max|x|``, far more than the
+    sensitivity of the average when the points lie far from the origin."""
+    m = points.shape[0]
+    s = m.bit_length() + 1
+    sums = np.array([math.fsum(col) for col in np.ldexp(points, -s).T.tolist()])
+    return np.ldexp(sums / m, s)
 
 
 def _locate(
@@ -572,17 +689,27 @@ def _locate(
     m_low = m_hat - plan.core_count_shift
     if m_low < M_MIN:
         return None
-    avg = core.mean(axis=0) if core.shape[0] else np.zeros(d)
+    avg = _faithful_mean(core) if core.shape[0] else np.zeros(d)
+    # The exponent is chosen from public values exactly as before; the sensitivity in grid units
+    # is that of the exact average (2κ_d·r/m_low) plus the rounding of the computed one.
     sens = 2.0 * r / m_low * _SAFETY
+    exact_sens = 2 * Fraction(r) * _ball_slack(d) / m_low
+    root_d = _sqrt_up(d)
     tail = math.sqrt(2.0 * math.log(1.0 / BETA_LOCATE))
     if plan.gaussian:
         sigma = sens / math.sqrt(2.0 * float(plan.rho_core_mean)) * _SAFETY
-        rel = grid_gaussian(avg, l2_sensitivity=sens, sigma=sigma, rng=gen)
+        e = gaussian_exponent(sens, sigma, d)
+        sens_g = exact_sens / Fraction(2) ** e + 2 * MEAN_ROUNDING * root_d
+        rel = grid_gaussian_integers(grid_integers(avg, exponent=e), exponent=e,
+                                     l2_sensitivity_grid=sens_g, rho=plan.rho_core_mean, rng=gen)
         sd = math.sqrt(float(rel.noise_grid)) * rel.step
         bound = sd * (math.sqrt(d) + tail)
     else:
-        eps_m = _float_down(plan.eps_core_mean)
-        rel = grid_laplace(avg, l1_sensitivity=math.sqrt(d) * sens, epsilon=eps_m, rng=gen)
+        e = laplace_exponent(math.sqrt(d) * sens, _float_down(plan.eps_core_mean), d)
+        sens1 = root_d * exact_sens / Fraction(2) ** e + 2 * MEAN_ROUNDING * d
+        rel = grid_laplace_integers(grid_integers(avg, exponent=e), exponent=e,
+                                    l1_sensitivity_grid=sens1, epsilon=plan.eps_core_mean,
+                                    rng=gen)
         b = float(rel.noise_grid) * rel.step  # Laplace scale per coordinate
         bound = b * (math.sqrt(2.0 * d) + 2.0 * math.log(1.0 / BETA_LOCATE))
     return rel.values, bound
