@@ -233,3 +233,12 @@ def test_ledger_charged_before_noise(tmp_path):
             K.private_kmeans(x, 3, epsilon=1.0, delta=1e-6, rng=gen, ledger=ledger)
         assert gen.bit_generator.state == state  # no noise was drawn
         assert len(ledger.charges()) == 1
+
+
+def test_lloyd_step_with_rows_exactly_on_their_centers():
+    """Regression: a row at distance 0 from its center (r_max / tiny overflows) is no error
+    (warnings are errors in this suite) and lands in the innermost distance bin."""
+    x = np.concatenate([np.zeros((20, 1)), np.full((20, 1), 10.0)])
+    plan = K.kmeans_plan(1.0, 1e-6)
+    out = K._lloyd_step(x, np.array([[0.0], [10.0]]), 5.0, plan, np.random.default_rng(1))
+    assert out.shape == (2, 1) and np.isfinite(out).all()

@@ -3,7 +3,9 @@
 Each audit gives a lower confidence bound on the privacy loss at the claimed δ (confidence 0.999:
 a correct mechanism is flagged with probability <= 10⁻³, each positive test's false-failure
 rate). Negative controls — the filter with its randomness removed, the sum without clipping —
-must be flagged. Outputs are coarse: ⊥ or the mean rounded to 10⁻³.
+must be flagged. Outputs are coarse: ⊥ or the mean rounded to 10⁻³. At ε = 1 these audits have
+no power (their lower bounds are 0); :func:`test_outlier_pair_large_epsilon_audit_has_power` shows
+a positive lower bound end to end at a claim of (16, 10⁻³).
 """
 
 from __future__ import annotations
@@ -76,3 +78,33 @@ def test_half_friendly_pair_negative_control_filter_without_randomness(monkeypat
     res = audit_mechanism(run, d0, d1, trials=200, seed=SEED, delta=DELTA, confidence=CONF)
     print(res)
     assert res.violates(EPS), (res, f"seed={SEED}")
+
+
+EPS_POWER = 16.0
+
+
+def run_normalized(data: np.ndarray, gen: np.random.Generator) -> float:
+    """The release's mean over its (public) final clipping radius, times 100 (≈ n), in steps of
+    1/2 clipped to [−3, 4] (post-processing of the release: mean and clip_radius are released)."""
+    rel = M.private_mean(data, epsilon=EPS_POWER, delta=DELTA, radius=1.0, rng=gen)
+    if not rel.ok:
+        return BOTTOM
+    return float(np.clip(np.round(rel.mean[0] * 100 / rel.clip_radius * 2), -6, 8))
+
+
+def test_outlier_pair_large_epsilon_audit_has_power():
+    """End to end with power: 100 rows in [−0.5, 0.5] vs the same plus a row at 100, claimed
+    (16, 10⁻³), so that the final sum's noise (ρ about 2) no longer hides the clipped outlier.
+    The normalized mean moves by about 1.2 noise sds. False-failure rate <= 10⁻³ (violation)
+    + about 10⁻⁴ (power: measured lower bounds 0.33 at SEED, 0.40–0.66 at seeds 1–4 and 77,
+    sd about 0.12, so 0 is about 4 sds below). The harness's negative control on this pair is
+    test_outlier_pair_negative_control_without_clipping (at ε = 1: with 200 runs the audit
+    cannot show more than about ln(100/10) ≈ 2.3, so no claim of 16 can be refuted here)."""
+    print(f"seed={SEED}")
+    d0 = np.linspace(-0.5, 0.5, 100)[:, None]
+    d1 = np.concatenate([d0, [[100.0]]])
+    res = audit_mechanism(run_normalized, d0, d1, trials=200, seed=SEED, delta=DELTA,
+                          confidence=CONF)
+    print(res)
+    assert not res.violates(EPS_POWER), (res, f"seed={SEED}")
+    assert res.epsilon_lower > 0.0, (res, f"seed={SEED}")

@@ -65,23 +65,25 @@ def reference_locate(ef_cc, ef_cm, df):
 
 @pytest.mark.parametrize("calibration", ["gaussian", "laplace", "zcdp"])
 @pytest.mark.parametrize("select", [False, True])
+@pytest.mark.parametrize("small", [False, True])
 @pytest.mark.parametrize(("eps", "delta"), [(1.0, 1e-6), (0.3, 1e-8), (4.0, 1e-3)])
-def test_plan_shares_and_totals(calibration, select, eps, delta):
-    p = mean_plan(eps, delta, calibration=calibration, select_radius=select)
+def test_plan_shares_and_totals(calibration, select, small, eps, delta):
+    p = mean_plan(eps, delta, calibration=calibration, select_radius=select, small=small)
     # Floats are read as the smaller of their value and their shortest decimal (the ledger's).
     e = min(Fraction(eps), Fraction(repr(eps)))
     d = min(Fraction(delta), Fraction(repr(delta)))
-    assert p.eps_count == e / 40
-    assert p.eps_select == (e / 10 if select else 0)
+    assert p.small == small
+    assert p.eps_count == e / 40  # the same in both plans: n̂ is released before the choice
+    assert p.eps_select == ((e / 5 if small else e / 10) if select else 0)
     assert p.eps_quantile == e / 20
     # Locate: the recorded end-to-end values are the conversion theorem's, rounded up (tiny).
     e_loc, d_loc = reference_locate(p.eps_core_count, p.eps_core_mean,
                                     p.delta_core_count + p.delta_core_mean)
     assert e_loc <= p.eps_locate <= e_loc * (1 + 1e-14)
     assert d_loc <= p.delta_locate <= d_loc * (1 + 1e-14)
-    assert p.eps_locate <= e / 5
+    assert p.eps_locate <= (e / 3 if small else e / 5)
     assert p.delta_locate <= (d / 2 if calibration != "laplace" else d)
-    assert p.eps_core_count == p.eps_friendly / 4
+    assert p.eps_core_count == p.eps_friendly / (2 if small else 4)
     if calibration == "laplace":
         assert p.rho_sum is None and p.delta_sum == 0 and p.delta_core_mean == 0
         assert p.eps_sum == e - p.eps_count - p.eps_select - p.eps_locate - p.eps_quantile
@@ -106,8 +108,31 @@ def test_plan_is_the_same_for_synonyms_and_reported_by_release():
     assert (g.rho_sum, g.eps_sum, g.eps_locate) == (z.rho_sum, z.eps_sum, z.eps_locate)
     x = np.random.default_rng(SEED).normal(size=(50, 2))
     rel = M.private_mean(x, epsilon=1.0, delta=1e-6, radius=3.0, rng=SEED)
-    assert rel.privacy_loss == g.privacy_loss
-    assert (rel.epsilon, rel.delta) == (float(g.privacy_loss.epsilon), float(g.privacy_loss.delta))
+    small = mean_plan(1.0, 1e-6, calibration="gaussian", small=True)
+    total = M.mean_privacy_loss(1.0, 1e-6, calibration="zcdp")
+    assert total.epsilon == max(g.privacy_loss.epsilon, small.privacy_loss.epsilon) <= 1
+    assert total.delta == max(g.privacy_loss.delta, small.privacy_loss.delta) <= Fraction(1, 10**6)
+    assert rel.privacy_loss == total
+    assert (rel.epsilon, rel.delta) == (float(total.epsilon), float(total.delta))
+
+
+def test_small_sample_plan_is_chosen_from_the_released_count(monkeypatch):
+    """n̂·ε < SMALL_SAMPLE selects the small-sample shares; the count share is the same in both."""
+    import privagg.friendlycore.mean as M
+
+    used = []
+    real = M._locate
+
+    def spy(sub, r, plan, gen):
+        used.append(plan.small)
+        return real(sub, r, plan, gen)
+
+    monkeypatch.setattr(M, "_locate", spy)
+    x = np.random.default_rng(SEED).normal(size=(400, 2))
+    M.private_mean(x, epsilon=1.0, delta=1e-6, radius=3.0, rng=SEED)  # n̂·ε ≈ 400 < 750
+    M.private_mean(np.tile(x, (5, 1)), epsilon=1.0, delta=1e-6, radius=3.0, rng=SEED)  # ≈ 2000
+    assert used == [True, False]
+    assert M.SMALL_SAMPLE == 750
 
 
 def test_core_count_shift_and_floor():
