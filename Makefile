@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo test bench venv clean
+.PHONY: demo test bench utility utility-full venv clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,16 @@ bench: $(VENV)/.installed-bench
 	$(PY) benchmarks/histogram.py
 	$(PY) benchmarks/ledger.py
 	$(PY) benchmarks/friendcount.py
+
+# Accuracy of the private mean and k-means against CoinPress, the oracle and diffprivlib
+# (minutes; writes docs/utility/). `utility-full` runs the whole grid (hours on 2 cores).
+utility: $(VENV)/.installed-bench
+	$(PY) benchmarks/utility.py --quick
+	$(PY) benchmarks/utility.py --section kmeans
+
+utility-full: $(VENV)/.installed-bench
+	$(PY) benchmarks/utility.py --full --results docs/utility/mean-results.jsonl
+	$(PY) benchmarks/utility.py --section kmeans --full --results docs/utility/kmeans-results.jsonl
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .hypothesis
