@@ -96,10 +96,14 @@ def _boundary_points(rng: np.random.Generator, n: int, d: int, offset: float, r:
 @pytest.mark.parametrize(
     "d, offset", [(1, 1e6), (2, 0.0), (2, 3e7), (5, 1e5), (40, 1e4)]
 )
-def test_pairs_exactly_at_radius(d, offset):
+@pytest.mark.parametrize("far_first", [False, True])
+def test_pairs_exactly_at_radius(d, offset, far_first):
+    """``far_first``: a first row 10⁶ away, so the rows the products see (shifted by the first
+    row) are large with full mantissas and the expansion is inexact at the boundary pairs."""
     rng = np.random.default_rng([SEED, d])
     r = 5.0
-    x = _boundary_points(rng, 400, d, offset, r)
+    x = _far_first(_boundary_points(rng, 400, d, offset, r)) if far_first else _boundary_points(
+        rng, 400, d, offset, r)
     ref = naive_counts(x, r)
     for method in METHODS:
         assert np.array_equal(
@@ -118,11 +122,17 @@ def test_boundary_decision_is_exact_where_floats_are_exact():
         )
 
 
+def _far_first(x: np.ndarray) -> np.ndarray:
+    far = x[:1] + 0.1
+    far[0, 0] += 1e6
+    return np.concatenate([far, x])
+
+
 def test_negative_control_without_screening_margin(monkeypatch):
     """The screening margin matters: with it set to 0 the plain expansion misjudges pairs near r
-    far from the origin, and the test above (same data) would fail."""
+    when the (shifted) rows are far from the origin, and the test above (same data) would fail."""
     rng = np.random.default_rng([SEED, 2])
-    x = _boundary_points(rng, 400, 2, 3e7, 5.0)
+    x = _far_first(_boundary_points(rng, 400, 2, 3e7, 5.0))
     ref = naive_counts(x, 5.0)
     monkeypatch.setattr(kernel, "_MARGIN", 0.0)
     broken = friend_counts(x, ball(5.0), method="gemm", block_size=256)

@@ -174,13 +174,16 @@ def _generic_counts(items: np.ndarray, pred: Predicate, block: int) -> np.ndarra
 # ---------------------------------------------------------------------------------------------
 
 
-def _gemm_counts(x: np.ndarray, pred: Ball, block: int, threads: int) -> np.ndarray:
-    n, d = x.shape
+def _gemm_counts(points: np.ndarray, pred: Ball, block: int, threads: int) -> np.ndarray:
+    n, d = points.shape
     r2 = pred.radius_sq
+    # Screen on rows shifted by the first row (any shift: it only decides which pairs are
+    # rechecked; far from the origin it keeps the band narrow). Rechecks use the original rows.
+    x = points - points[0] if n else points
     s = np.einsum("ij,ij->i", x, x)
-    if s.max() > 2.0**900:
+    if n and s.max() > 2.0**900:
         # Outside the range where the screening proof holds (overflow): decide every pair directly.
-        return _generic_counts(x, pred, block)
+        return _generic_counts(points, pred, block)
     c = _MARGIN * (d + 4) * _U
     alpha = ((1.0 + c) * s - (1.0 - c) * 0.5 * r2) * 0.5
     beta = ((1.0 - c) * s - (1.0 + c) * 0.5 * r2) * 0.5
@@ -235,7 +238,7 @@ def _gemm_counts(x: np.ndarray, pred: Ball, block: int, threads: int) -> np.ndar
         step = max(1, _CHUNK_ELEMS // d)
         for k in range(0, ii.size, step):
             a, b = ii[k : k + step], jj[k : k + step]
-            _credit_pairs(counts, a, b, squared_distance(x[a], x[b]) <= r2)
+            _credit_pairs(counts, a, b, squared_distance(points[a], points[b]) <= r2)
     return counts
 
 
