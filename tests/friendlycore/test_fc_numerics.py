@@ -1,11 +1,14 @@
 """Float numerics of the released averages and clipped sums of private_mean / private_kmeans,
 against exact rational computations (docs/proofs/mean.md §5–6, kmeans.md §5–6, noise.md §7).
 
-* Averages (`_faithful_mean` then `grid_integers`): every coordinate within `MEAN_ROUNDING`
-  (< 1) grid step of the clipped exact average, at magnitudes 1 … 1.7e308, both signs; the
-  naive float mean does not meet this (negative control).
-* Neighbouring cores far from the origin: `‖k − k'‖₂ <= 2r/(m g) + 2·MEAN_ROUNDING·√d`, for any
-  summation order; the naive float mean breaks it for some order (negative control).
+* Averages (`_anchored_mean` then `_exact_grid`): every coordinate within
+  `anchored_rounding(S, e)` grid steps of the exact average (no clip), where `S` bounds every
+  point's distance to the anchor, at magnitudes 1 … 1.7e308, both signs; the naive float mean and
+  the un-anchored faithful mean (error relative to the magnitude) do not meet this (negative
+  controls).
+* Neighbouring cores far from the origin: `‖k − k'‖₂ <= 2κr/(m g) + 2λ√d`, for any summation
+  order; the naive float mean breaks it for some order (negative control).
+* `_faithful_mean` (applied to the anchored differences): relative error at every magnitude.
 * Clipped sums: the integer sum equals the exact sum of the rounded terms for any n (Python
   integers, no overflow), every rounded term has norm `<= R/h + √d/2`, and the released sum of
   a neighbouring data set moves by at most the stated grid sensitivity (controls: a sum without
@@ -27,7 +30,6 @@ import privagg.friendlycore.mean as M
 from privagg.noise.grid import _sqrt_up, grid_integers
 
 SEED = 20261130
-B = 2**50
 U = Fraction(1, 2**53)
 
 
@@ -38,49 +40,69 @@ def exact_mean(points: np.ndarray) -> list[Fraction]:
 
 def max_error(k: np.ndarray, avg: list[Fraction], e: int) -> Fraction:
     g = Fraction(2) ** e
-    return max(abs(int(kj) - max(-B, min(B, a / g))) for kj, a in zip(k.tolist(), avg))
+    return max(abs(int(kj) - a / g) for kj, a in zip(k.tolist(), avg))
 
 
-def lattice_core(mag: float, m: int, e: int, rng: np.random.Generator) -> np.ndarray:
-    """``m`` points near ``(mag, −mag, 0.7·mag, −0.6·mag)`` on a lattice of float ulps (so sums
-    produce ties), plus a column of mixed signs around 0."""
+def lattice_core(mag: float, m: int, rng: np.random.Generator) -> tuple[np.ndarray, Fraction]:
+    """``m`` points near ``(mag, −mag, 0.7·mag, −0.6·mag)`` on a lattice of 512 float ulps (so
+    sums produce ties), plus a column of mixed signs around 0 of the same spread; and the spread
+    bound ``S`` (every coordinate within ``S`` of every other point's)."""
     c = np.array([mag, -mag, 0.7 * mag, -0.6 * mag])
-    ulp = np.spacing(np.abs(c)).max()
+    ulp = float(np.spacing(np.abs(c)).max())
     pts = np.concatenate([c + rng.integers(0, 512, (m, 4)) * ulp,
-                          (rng.integers(-256, 256, (m, 1)) * math.ldexp(1.0, e))], axis=1)
-    return np.sort(pts, axis=0)  # ascending: the worst order for a sequential float sum
+                          rng.integers(-256, 256, (m, 1)) * ulp], axis=1)
+    return np.sort(pts, axis=0), 512 * Fraction(ulp)  # ascending: worst order for a float sum
+
+
+def grid_for(spread: Fraction, m: int) -> int:
+    """The exponent of a locate release for this spread: ``g ≈ 2⁻¹⁰·S/m`` (as for ``2r/m``)."""
+    return max(-1000, min(900, math.frexp(float(spread) / m)[1] - 11))
 
 
 @pytest.mark.parametrize("mag", [1.0, 1e8, 1e15, -1e15, 1e100, 1e300, 1.7e308, 1e-300])
 def test_average_within_rounding_bound_at_every_magnitude(mag):
     print(f"seed={SEED}")
     rng = np.random.default_rng(SEED)
-    e = max(-1000, min(900, math.frexp(abs(mag))[1] - 50))  # |avg| near 2^49..2^50 steps
-    pts = lattice_core(mag, 4096, e, rng)
-    k = grid_integers(M._faithful_mean(pts), exponent=e)
+    pts, spread = lattice_core(mag, 4096, rng)
+    e = grid_for(spread, 4096)
+    k = M._exact_grid(M._anchored_mean(pts), e)
     err = max_error(k, exact_mean(pts), e)
-    assert err <= M.MEAN_ROUNDING < 1, (float(err), mag, f"seed={SEED}")
+    lam = M.anchored_rounding(spread, e)
+    assert err <= lam, (float(err), float(lam), mag, f"seed={SEED}")
+    if e < 900:  # beyond, the exponent range caps the grid: S/g and λ grow, the bound still holds
+        assert lam < Fraction(51, 100), (float(lam), mag)
 
 
-def test_average_negative_control_naive_float_mean():
-    """The plain float mean (sequential float additions) is off by several grid steps at 1e15."""
+@pytest.mark.parametrize("mean", ["naive", "unanchored"])
+def test_average_negative_controls(mean):
+    """At 1e15 the plain float mean and the faithful mean of the absolute values (relative error
+    on the magnitude) both miss the anchored bound by many grid steps."""
     print(f"seed={SEED}")
     rng = np.random.default_rng(SEED)
-    e = math.frexp(1e15)[1] - 50
-    pts = lattice_core(1e15, 16384, e, rng)
-    k = grid_integers(pts.mean(axis=0), exponent=e)
-    err = max_error(k, exact_mean(pts), e)
-    assert err > 1, (float(err), f"seed={SEED}")
+    pts, spread = lattice_core(1e15, 16384, rng)
+    e = grid_for(spread, 16384)
+    avg = pts.mean(axis=0) if mean == "naive" else M._faithful_mean(pts)
+    err = max_error(M._exact_grid(avg, e), exact_mean(pts), e)
+    assert err > 4 * M.anchored_rounding(spread, e), (float(err), f"seed={SEED}")
+
+
+def test_old_clipped_rounding_misses_far_averages():
+    """The former path (`grid_integers`, clipped to 2⁵⁰ grid steps) caps a far average."""
+    rng = np.random.default_rng(SEED)
+    pts, spread = lattice_core(1e15, 512, rng)
+    e = grid_for(spread, 512)
+    err = max_error(grid_integers(M._faithful_mean(pts), exponent=e), exact_mean(pts), e)
+    assert err > 2**60
 
 
 def _neighbour_pair(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, float, int]:
     """A core of 16384 lattice points near 1e15 (diameter <= 2r) in ascending order, and the
     same plus one point within 2r in descending order: both are possible shuffles."""
-    e = math.frexp(1e15)[1] - 50
     c = np.array([1e15, -1e15, 0.9e15, -0.8e15])
     ulp = np.spacing(1e15)
     pts = c + rng.integers(0, 512, (16384, 4)) * ulp
     r = float(512 * ulp * 2)  # per-coordinate spread 64: ℓ2 diameter <= 128 <= 2r
+    e = math.frexp(2 * r / 16384)[1] - 12
     z = c + 17 * ulp
     d0 = np.sort(pts, axis=0)
     d1 = np.sort(np.concatenate([pts, z[None]]), axis=0)[::-1]
@@ -88,14 +110,15 @@ def _neighbour_pair(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, f
 
 
 def _sensitivity_bound(r: float, m: int, e: int, d: int) -> Fraction:
-    return 2 * Fraction(r) * M._ball_slack(d) / m / Fraction(2) ** e + 2 * M.MEAN_ROUNDING * _sqrt_up(d)
+    spread = 2 * Fraction(r) * M._ball_slack(d)
+    return spread / m / Fraction(2) ** e + 2 * M.anchored_rounding(spread, e) * _sqrt_up(d)
 
 
 def test_neighbouring_cores_far_from_origin():
     print(f"seed={SEED}")
     d0, d1, r, e = _neighbour_pair(np.random.default_rng(SEED))
-    k0 = grid_integers(M._faithful_mean(d0), exponent=e)
-    k1 = grid_integers(M._faithful_mean(d1), exponent=e)
+    k0 = M._exact_grid(M._anchored_mean(d0), e)
+    k1 = M._exact_grid(M._anchored_mean(d1), e)
     dist2 = sum(int(v) ** 2 for v in (k0 - k1).tolist())
     bound = _sensitivity_bound(r, d1.shape[0], e, d0.shape[1])
     assert dist2 <= bound**2, (dist2, float(bound), f"seed={SEED}")
@@ -104,8 +127,8 @@ def test_neighbouring_cores_far_from_origin():
 def test_neighbouring_cores_negative_control_naive_mean():
     print(f"seed={SEED}")
     d0, d1, r, e = _neighbour_pair(np.random.default_rng(SEED))
-    k0 = grid_integers(d0.mean(axis=0), exponent=e)
-    k1 = grid_integers(d1.mean(axis=0), exponent=e)
+    k0 = M._exact_grid(d0.mean(axis=0), e)
+    k1 = M._exact_grid(d1.mean(axis=0), e)
     dist2 = sum(int(v) ** 2 for v in (k0 - k1).tolist())
     bound = _sensitivity_bound(r, d1.shape[0], e, d0.shape[1])
     assert dist2 > bound**2, (dist2, float(bound), f"seed={SEED}")
@@ -124,9 +147,17 @@ def test_faithful_mean_relative_error_and_no_overflow():
             assert abs(Fraction(got[j]) - a) <= (3 * U + 2 * U * U) * abs(a) + 1000 * Fraction(2) ** -1070
 
 
+def test_anchored_mean_survives_overflowing_differences():
+    """Points at ±1.7e308 (not a friendly core: their differences overflow) give a finite,
+    exact-rational result (never raises on data)."""
+    pts = np.array([[1.7e308, 1.0], [-1.7e308, 2.0], [1.7e308, 3.0]])
+    got = M._anchored_mean(pts)
+    assert all(isinstance(v, Fraction) for v in got) and got[1] == 2
+
+
 def test_aligned_average_far_from_origin_is_faithful():
-    """k-means: relabelled tuples near 1e15; the aligned average is within the relative error
-    of the exact average of the relabelled tuples."""
+    """k-means: relabelled tuples near 1e15; the aligned average is within the anchored bound
+    (spread 64 ulps per coordinate) of the exact average of the relabelled tuples."""
     rng = np.random.default_rng(SEED + 1)
     base = np.array([[1e15, 1e15], [1e15 + 4096.0, 1e15]])
     core = base + rng.integers(0, 64, (300, 2, 2)) * np.spacing(1e15)
@@ -134,8 +165,9 @@ def test_aligned_average_far_from_origin_is_faithful():
     swapped[::2] = core[::2, ::-1]
     swapped[0] = core[0]  # the reference keeps its labels
     avg = K._aligned_average(swapped)
+    spread = 64 * Fraction(float(np.spacing(1e15)))
     for j, a in enumerate(exact_mean(core.reshape(300, -1))):
-        assert abs(Fraction(avg[j]) - a) <= (3 * U + 2 * U * U) * abs(a)
+        assert abs(avg[j] - a) <= 5 * U * spread + Fraction(1, 2**1007)
 
 
 # --- clipped sums ---------------------------------------------------------------------------

@@ -51,7 +51,6 @@ from ..noise.grid import (
     _sqrt_up,
     gaussian_exponent,
     grid_gaussian_integers,
-    grid_integers,
     rescale_integers,
 )
 from ..noise.rng import resolve_rng
@@ -60,15 +59,16 @@ from .conversion import end_to_end_budget, friendly_budget, movement_bound
 from .filter import keep_probabilities
 from .mean import (
     M_MIN,
-    MEAN_ROUNDING,
     SUM_BITS,
+    _anchored_mean,
     _check_points,
     _check_radius,
     _clipped_integer_sum,
-    _faithful_mean,
+    _exact_grid,
     _float_down,
     _float_up,
     _frac,
+    anchored_rounding,
     dlap_tail_shift,
     rho_for,
 )
@@ -384,8 +384,10 @@ def _select_radius(tuples: np.ndarray, eps: Fraction, gen: np.random.Generator) 
 
 def _aligned_average(core: np.ndarray) -> np.ndarray:
     """Relabel every tuple to match ``core[0]`` (nearest center; identity when that is not a
-    bijection) and average the aligned ``kd``-vectors with ``mean._faithful_mean`` (relative error
-    ``<= 3u + 2u²`` at every magnitude)."""
+    bijection) and average the aligned ``kd``-vectors relative to ``core[0]`` with
+    ``mean._anchored_mean``: exact rationals (object array, shape ``(kd,)``), each within
+    ``5u·S + 2⁻¹⁰⁰⁷`` of the exact average when every aligned center is within ``S`` of its
+    counterpart in ``core[0]`` — whatever the distance from the origin."""
     m, k, _ = core.shape
     ref = core[0]
     dist = squared_distance(ref[None, :, None, :], core[:, None, :, :])  # (m, k_ref, k)
@@ -393,7 +395,7 @@ def _aligned_average(core: np.ndarray) -> np.ndarray:
     bijective = (np.sort(perm, axis=1) == np.arange(k)).all(axis=1)
     perm[~bijective] = np.arange(k)
     aligned = core[np.arange(m)[:, None], perm]
-    return _faithful_mean(aligned.reshape(m, -1))
+    return _anchored_mean(aligned.reshape(m, -1))
 
 
 def _aggregate(tuples: np.ndarray, r: float, plan: KMeansPlan,
@@ -410,13 +412,15 @@ def _aggregate(tuples: np.ndarray, r: float, plan: KMeansPlan,
         return None
     avg = _aligned_average(core)
     # Exponent from public values as before; sensitivity (grid units) of the exact aligned average
-    # plus the rounding of the computed one (docs/proofs/kmeans.md §5).
+    # plus the rounding of the computed one, whose error is relative to the per-coordinate
+    # spread 2r' of aligned core tuples around core[0] (docs/proofs/kmeans.md §5).
     sens = 2.0 * r * math.sqrt(k) / m_low * _SAFETY
     sigma = sens / math.sqrt(2.0 * float(plan.rho_core_mean)) * _SAFETY
     e = gaussian_exponent(sens, sigma, k * d)
-    sens_g = (2 * Fraction(r) * _MATCH_SLACK * _sqrt_up(k) / m_low / Fraction(2) ** e
-              + 2 * MEAN_ROUNDING * _sqrt_up(k * d))
-    centers = grid_gaussian_integers(grid_integers(avg, exponent=e), exponent=e,
+    spread = 2 * Fraction(r) * _MATCH_SLACK
+    sens_g = (spread * _sqrt_up(k) / m_low / Fraction(2) ** e
+              + 2 * anchored_rounding(spread, e) * _sqrt_up(k * d))
+    centers = grid_gaussian_integers(_exact_grid(avg, e), exponent=e, bound=math.inf,
                                      l2_sensitivity_grid=sens_g, rho=plan.rho_core_mean,
                                      rng=gen).values.reshape(k, d)
     return centers[np.lexsort(centers.T[::-1])]

@@ -13,8 +13,10 @@ with public shares of the budget:
    averaging of the core ``C``: ``m̂ = |C| + DLap(1/ε_c)``, ``m_low = m̂ − k`` with
    ``P[DLap > k] <= δ_c``; ⊥ when ``m_low < M_MIN``; else ``ĉ = avg(C)`` released on a grid with
    ℓ2 sensitivity ``2r/m_low`` (discrete Gaussian, ρ_m-zCDP, or discrete Laplace with ℓ1
-   sensitivity ``√d·2r/m_low``). The friendly guarantee ``(ε_c + ε_m, δ_c + δ_m)`` becomes an
-   end-to-end one by the conversion theorem (:func:`privagg.end_to_end_budget`).
+   sensitivity ``√d·2r/m_low``); the average is taken relative to a core point and rounded to
+   the grid exactly, without a clip, so the center is found wherever the data lie. The friendly
+   guarantee ``(ε_c + ε_m, δ_c + δ_m)`` becomes an end-to-end one by the conversion theorem
+   (:func:`privagg.end_to_end_budget`).
 4. **Estimate.** With the public bound ``b`` (a 1 − 10⁻³ quantile of the locate noise norm),
    up to three CoinPress-style refinement steps (Biswas et al. 2020): the sum of every finite row
    clipped to ``B(c, r + b)`` is released with discrete Gaussian (ρ-zCDP) or Laplace noise,
@@ -105,9 +107,6 @@ _U = Fraction(1, 2**53)  # unit roundoff of float64
 #: (so ``|term/step| <= 2^SUM_BITS``) and summed exactly in integers.
 SUM_BITS = 38
 _SUM_ROWS = 1 << 14  # 2^14 terms of at most 2^38 + 1: partial sums < 2^53, exact in float64
-#: Rounding error (grid units) of a released average computed by :func:`_faithful_mean`:
-#: relative error 3u + 2u², absolute ``m·2^-1070 <= 2^-7`` grid steps (docs/proofs/mean.md §5).
-MEAN_ROUNDING = rounding_error(3 * _U + 2 * _U * _U, Fraction(1, 64))
 #: Rounding error (grid units) of a released clipped sum: one rounding of an exact integer.
 SUM_ROUNDING = rounding_error(2 * _U)
 
@@ -676,6 +675,41 @@ def _faithful_mean(points: np.ndarray) -> np.ndarray:
     return np.ldexp(sums / m, s)
 
 
+def _anchored_mean(points: np.ndarray) -> np.ndarray:
+    """The column means of an ``(m, D)`` float array (``m >= 1``) taken relative to its first row
+    ``c0``, as exact rationals: ``c0_j + v_j`` with ``v = _faithful_mean(fl(x_i − c0))``
+    (object array of :class:`~fractions.Fraction`, shape ``(D,)``).
+
+    If every ``|x_ij − c0_j| <= S``, each coordinate is within ``5u·S + 2⁻¹⁰⁰⁷`` of the exact
+    mean (u = 2⁻⁵³): the error is relative to the *spread*, not to the magnitude, so no clip
+    bound is needed (docs/proofs/mean.md §5). A difference that overflows (never for ``S`` below
+    the float range) is read as ``±`` the largest float, so the result is always finite.
+    """
+    c0 = points[0]
+    with np.errstate(over="ignore"):
+        y = np.nan_to_num(points - c0)
+    v = _faithful_mean(y)
+    out = np.empty(points.shape[1], dtype=object)
+    out[:] = [Fraction(a) + Fraction(b) for a, b in zip(c0.tolist(), v.tolist())]
+    return out
+
+
+def anchored_rounding(spread: Fraction, exponent: int) -> Fraction:
+    """``λ = 1/2 + (5u·S + 2⁻¹⁰⁰⁷)/2^exponent``: grid units between a coordinate of
+    :func:`_exact_grid` ``(_anchored_mean(x))`` and the exact mean over ``2^exponent``, when every
+    ``|x_ij − x_0j| <= S`` (exact rational; docs/proofs/mean.md §5 (iii))."""
+    return Fraction(1, 2) + (5 * _U * spread + Fraction(1, 2**1007)) / Fraction(2) ** exponent
+
+
+def _exact_grid(values: np.ndarray, exponent: int) -> np.ndarray:
+    """``round(a_j / 2^exponent)`` for each (exact, or float) ``a_j``, as an object array of
+    Python integers: rounded exactly once, never clipped."""
+    g = Fraction(2) ** exponent
+    out = np.empty(len(values), dtype=object)
+    out[:] = [round(Fraction(a) / g) for a in values]
+    return out
+
+
 def _locate(
     sub: np.ndarray, r: float, plan: MeanPlan, gen: np.random.Generator
 ) -> tuple[np.ndarray, float] | None:
@@ -689,25 +723,29 @@ def _locate(
     m_low = m_hat - plan.core_count_shift
     if m_low < M_MIN:
         return None
-    avg = _faithful_mean(core) if core.shape[0] else np.zeros(d)
+    avg = _anchored_mean(core) if core.shape[0] else np.zeros(d)
     # The exponent is chosen from public values exactly as before; the sensitivity in grid units
-    # is that of the exact average (2κ_d·r/m_low) plus the rounding of the computed one.
+    # is that of the exact average (2κ_d·r/m_low) plus the rounding of the computed one, whose
+    # error is relative to the core's spread 2κ_d·r (every point is within it of the anchor).
     sens = 2.0 * r / m_low * _SAFETY
-    exact_sens = 2 * Fraction(r) * _ball_slack(d) / m_low
+    spread = 2 * Fraction(r) * _ball_slack(d)
+    exact_sens = spread / m_low
     root_d = _sqrt_up(d)
     tail = math.sqrt(2.0 * math.log(1.0 / BETA_LOCATE))
     if plan.gaussian:
         sigma = sens / math.sqrt(2.0 * float(plan.rho_core_mean)) * _SAFETY
         e = gaussian_exponent(sens, sigma, d)
-        sens_g = exact_sens / Fraction(2) ** e + 2 * MEAN_ROUNDING * root_d
-        rel = grid_gaussian_integers(grid_integers(avg, exponent=e), exponent=e,
+        lam = anchored_rounding(spread, e)
+        sens_g = exact_sens / Fraction(2) ** e + 2 * lam * root_d
+        rel = grid_gaussian_integers(_exact_grid(avg, e), exponent=e, bound=math.inf,
                                      l2_sensitivity_grid=sens_g, rho=plan.rho_core_mean, rng=gen)
         sd = math.sqrt(float(rel.noise_grid)) * rel.step
         bound = sd * (math.sqrt(d) + tail)
     else:
         e = laplace_exponent(math.sqrt(d) * sens, _float_down(plan.eps_core_mean), d)
-        sens1 = root_d * exact_sens / Fraction(2) ** e + 2 * MEAN_ROUNDING * d
-        rel = grid_laplace_integers(grid_integers(avg, exponent=e), exponent=e,
+        lam = anchored_rounding(spread, e)
+        sens1 = root_d * exact_sens / Fraction(2) ** e + 2 * lam * d
+        rel = grid_laplace_integers(_exact_grid(avg, e), exponent=e, bound=math.inf,
                                     l1_sensitivity_grid=sens1, epsilon=plan.eps_core_mean,
                                     rng=gen)
         b = float(rel.noise_grid) * rel.step  # Laplace scale per coordinate

@@ -19,6 +19,9 @@ alone, for a caller that has already produced the integer vector and proven its 
 grid units: an exactly computed integer sum rescaled with :func:`rescale_integers`, or a float
 computed with a bounded *relative* error and rounded with :func:`grid_integers`, whose rounding
 error :func:`rounding_error` bounds at every magnitude (docs/proofs/noise.md, "Integer path").
+With ``bound=math.inf`` the integer path clips nothing and takes Python integers of any size
+(an object array): for a caller that rounds exactly with rational arithmetic, so that data far
+from the origin are released where they lie (docs/proofs/noise.md, "Unbounded integer path").
 """
 
 from __future__ import annotations
@@ -76,7 +79,8 @@ class GridRelease:
     noise_grid : Fraction
         Laplace scale ``t`` or Gaussian ``σ²``, in grid units.
     bound : float
-        The public clipping bound applied to every coordinate.
+        The public clipping bound applied to every coordinate (``inf``: none, the unbounded
+        integer path).
     epsilon : float or None
         Pure-DP ε of a Laplace release (None for Gaussian).
     rho : float or None
@@ -386,14 +390,51 @@ def grid_gaussian(
     )
 
 
-def _integer_input(where: str, k: Any, exponent: Any, bound: Any) -> tuple[np.ndarray, int, int]:
-    """Validate the integer path's public inputs: ``(clipped int64 k, exponent, bound steps)``."""
+def _unbounded(bound: Any) -> bool:
+    """Whether ``bound`` asks for no clipping (``math.inf``)."""
+    return isinstance(bound, numbers.Real) and not isinstance(bound, bool) and bound == math.inf
+
+
+def _integer_input(where: str, k: Any, exponent: Any, bound: Any) -> tuple[np.ndarray, int, float]:
+    """Validate the integer path's public inputs: ``(k, exponent, bound in real units)``.
+
+    Bounded: ``k`` clipped to the bound, as int64. Unbounded (``bound=math.inf``): ``k`` as an
+    object array of Python integers, unchanged (signed-integer or object arrays of ints only)."""
     e = _check_exponent(where, exponent)
     arr = np.asarray(k)
+    rule = "an array of signed integers (already on the grid)"
+    if _unbounded(bound):
+        if arr.dtype == object:
+            if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in arr.flat):
+                raise fail(where, "k", rule, "an object array holding non-integers")
+        elif not np.issubdtype(arr.dtype, np.signedinteger):
+            raise fail(where, "k", rule, f"dtype={arr.dtype}")
+        obj = np.empty(arr.shape, dtype=object)
+        obj.flat[:] = [int(v) for v in arr.flat]
+        return obj, e, math.inf
     if not np.issubdtype(arr.dtype, np.signedinteger):
-        raise fail(where, "k", "an array of signed integers (already on the grid)", f"dtype={arr.dtype}")
+        raise fail(where, "k", rule, f"dtype={arr.dtype}")
     steps = math.floor(Fraction(_bound(where, e, bound)) / Fraction(2) ** e)
-    return np.clip(arr, -steps, steps).astype(np.int64), e, steps
+    return np.clip(arr, -steps, steps).astype(np.int64), e, steps * math.ldexp(1.0, e)
+
+
+def _int_on_grid(n: int, exponent: int) -> float:
+    """The float nearest ``n·2^exponent`` (up to a second rounding among subnormals); ``±inf``
+    beyond the float range."""
+    try:
+        return math.ldexp(float(n), exponent)
+    except OverflowError:
+        return math.inf if n > 0 else -math.inf
+
+
+def _finish_integers(r: np.ndarray, z: np.ndarray, exponent: int) -> np.ndarray:
+    """``(r + Z)·2^exponent`` as float64: exact for the bounded path; for the unbounded one
+    (object ``r``) each Python-integer sum is converted once (post-processing)."""
+    if r.dtype != object:
+        return _finish(r, z, exponent)
+    noisy = r + z.astype(object)
+    out = np.array([_int_on_grid(v, exponent) for v in noisy.flat], dtype=np.float64)
+    return out.reshape(r.shape)
 
 
 def grid_gaussian_integers(
@@ -416,7 +457,8 @@ def grid_gaussian_integers(
     Parameters
     ----------
     k : array-like of signed integers
-        The (private) grid coordinates; any shape, ``d`` entries.
+        The (private) grid coordinates; any shape, ``d`` entries. With ``bound=math.inf`` also
+        an object array of Python integers of any size.
     exponent : int
         The grid is ``2^exponent · ℤ``; chosen by the caller from public values only.
     l2_sensitivity_grid : float or Fraction
@@ -424,7 +466,10 @@ def grid_gaussian_integers(
     rho : float or Fraction
         The zCDP target ρ > 0 (rounded down to a rational).
     bound : float, optional
-        Public clip bound in real units (default and maximum ``2^50`` grid steps).
+        Public clip bound in real units (default and maximum ``2^50`` grid steps), or
+        ``math.inf``: no clipping; ``values`` is then ``(k + Z)·2^exponent`` computed exactly in
+        Python integers and converted once to the nearest float (``±inf`` beyond the float
+        range), so use ``values``, not ``integers``, for such a release.
     rng : None, int, SeedSequence or Generator
 
     Returns
@@ -440,7 +485,7 @@ def grid_gaussian_integers(
     ``exponent``, ``bound``, ``d``.
     """
     where = "grid_gaussian_integers"
-    r, e, steps = _integer_input(where, k, exponent, bound)
+    r, e, b = _integer_input(where, k, exponent, bound)
     check_finite_positive(where, "l2_sensitivity_grid", l2_sensitivity_grid)
     sens = to_fraction(l2_sensitivity_grid, where=where, name="l2_sensitivity_grid")
     target = to_fraction(rho, where=where, name="rho", direction="down")
@@ -448,9 +493,8 @@ def grid_gaussian_integers(
     sigma2 = Fraction(_cks_friendly(math.ceil(sens * sens / (2 * target))))
     z = _gaussian_flat(sigma2, r.size, gen).reshape(r.shape)
     rho_out = _float_up(sens * sens / (2 * sigma2))
-    step = math.ldexp(1.0, e)
     return GridRelease(
-        _finish(r, z, e), e, "gaussian", sens, sigma2, steps * step, None, rho_out, secure
+        _finish_integers(r, z, e), e, "gaussian", sens, sigma2, b, None, rho_out, secure
     )
 
 
@@ -489,7 +533,7 @@ def grid_laplace_integers(
     Public: ``Δ``, ε, ``exponent``, ``bound``, ``d``.
     """
     where = "grid_laplace_integers"
-    r, e, steps = _integer_input(where, k, exponent, bound)
+    r, e, b = _integer_input(where, k, exponent, bound)
     check_finite_positive(where, "l1_sensitivity_grid", l1_sensitivity_grid)
     sens = Fraction(math.floor(Fraction(l1_sensitivity_grid)))
     if sens < 1:
@@ -498,7 +542,6 @@ def grid_laplace_integers(
     gen, secure = resolve_rng(rng, where)
     scale = to_fraction(sens / eps, where=where, name="scale")
     z = _laplace_flat(scale, r.size, gen).reshape(r.shape)
-    step = math.ldexp(1.0, e)
     return GridRelease(
-        _finish(r, z, e), e, "laplace", sens, scale, steps * step, float(eps), None, secure
+        _finish_integers(r, z, e), e, "laplace", sens, scale, b, float(eps), None, secure
     )
