@@ -401,7 +401,9 @@ def mean_section(args: argparse.Namespace) -> None:
     if args.report:
         cells = [_cell_from_json(line) for path in args.report
                  for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
-        order = {cell: i for i, cell in enumerate(full_grid() + quick_grid())}
+        order: dict[tuple[str, int, int, float], int] = {}
+        for cell in full_grid() + quick_grid():
+            order.setdefault(cell, len(order))
         cells.sort(key=lambda c: order.get((c.setting, c.n, c.d, c.epsilon), len(order)))
         runs = {len(errs) for c in cells for errs in c.errors.values()}
         print(f"report of {len(cells)} cells from {', '.join(args.report)} (runs per cell: "
