@@ -367,6 +367,8 @@ def plot_vs_n(cells: list[Cell], methods: list[str], path: Path) -> None:
 
     iso = [c for c in cells if c.setting == "gaussian" and c.epsilon == 1.0]
     dims = sorted({c.d for c in iso})
+    if not dims:  # a part of the grid without isotropic ε = 1 cells: nothing to draw
+        return
     fig, axes = plt.subplots(1, len(dims), figsize=(4.5 * len(dims), 4), squeeze=False)
     for ax, d in zip(axes[0], dims, strict=True):
         sub = sorted((c for c in iso if c.d == d), key=lambda c: c.n)
