@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from .. import _validate
 
-__all__ = ["as_number", "number_option"]
+__all__ = ["as_number", "columns_option", "number_option", "radius_option"]
 
 
 def as_number(text: str) -> float | str:
@@ -30,3 +30,19 @@ def number_option(
 ) -> float:
     """Validate a numeric option with one of :mod:`privagg._validate`'s checks."""
     return check(where, as_number(text), name)
+
+
+def radius_option(where: str, text: str | None) -> float | None:
+    """``--radius``: absent → None (chosen privately), else a finite positive number."""
+    if text is None:
+        return None
+    return number_option(where, "radius", text,
+                         lambda w, value, name: _validate.check_finite_positive(w, name, value))
+
+
+def columns_option(where: str, text: str) -> list[str]:
+    """``--columns A,B,...``: distinct, non-empty column names."""
+    cols = [c.strip() for c in text.split(",")]
+    if not cols or any(not c for c in cols) or len(set(cols)) != len(cols):
+        raise _validate.fail(where, "columns", "a comma-separated list of distinct column names", text)
+    return cols

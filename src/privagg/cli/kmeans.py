@@ -20,19 +20,12 @@ import click
 
 from .. import _validate
 from ..accounting import Ledger
-from ._params import number_option
+from ._params import columns_option, number_option, radius_option
 from ._plot2d import check_plot, plot_released
 
 __all__ = ["kmeans"]
 
 WHERE = "private_kmeans"
-
-
-def _columns(text: str) -> list[str]:
-    cols = [c.strip() for c in text.split(",")]
-    if not cols or any(not c for c in cols) or len(set(cols)) != len(cols):
-        raise _validate.fail(WHERE, "columns", "a comma-separated list of distinct column names", text)
-    return cols
 
 
 def _k(text: str) -> int:
@@ -43,13 +36,6 @@ def _k(text: str) -> int:
     if not 1 <= value <= 1000:
         raise _validate.fail(WHERE, "k", "an integer in [1, 1000]", text)
     return value
-
-
-def _radius(text: str | None) -> float | None:
-    if text is None:
-        return None
-    return number_option(WHERE, "radius", text, lambda where, value, name: _validate.check_finite_positive(
-        where, name, value))
 
 
 @click.command()
@@ -83,11 +69,11 @@ def kmeans(
     from ..engines.duckdb_numeric import read_numeric_columns
     from ..friendlycore.kmeans import private_kmeans
 
-    cols = _columns(columns)
+    cols = columns_option(WHERE, columns)
     k = _k(k_text)
     eps = number_option(WHERE, "epsilon", epsilon)
     dlt = number_option(WHERE, "delta", delta, _validate.check_delta)
-    r = _radius(radius)
+    r = radius_option(WHERE, radius)
     if plot is not None:
         check_plot(WHERE, plot, len(cols))
     points = read_numeric_columns(file, cols, caller=WHERE)

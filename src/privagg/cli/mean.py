@@ -21,26 +21,12 @@ import click
 
 from .. import _validate
 from ..accounting import Ledger
-from ._params import number_option
+from ._params import columns_option, number_option, radius_option
 from ._plot2d import check_plot, plot_released
 
 __all__ = ["mean"]
 
 WHERE = "private_mean"
-
-
-def _radius(text: str | None) -> float | None:
-    if text is None:
-        return None
-    return number_option(WHERE, "radius", text, lambda where, value, name: _validate.check_finite_positive(
-        where, name, value))
-
-
-def _columns(text: str) -> list[str]:
-    cols = [c.strip() for c in text.split(",")]
-    if not cols or any(not c for c in cols) or len(set(cols)) != len(cols):
-        raise _validate.fail(WHERE, "columns", "a comma-separated list of distinct column names", text)
-    return cols
 
 
 @click.command()
@@ -75,10 +61,10 @@ def mean(
     from ..engines.duckdb_numeric import read_numeric_columns
     from ..friendlycore.mean import CALIBRATIONS, private_mean
 
-    cols = _columns(columns)
+    cols = columns_option(WHERE, columns)
     eps = number_option(WHERE, "epsilon", epsilon)
     dlt = number_option(WHERE, "delta", delta, _validate.check_delta)
-    r = _radius(radius)
+    r = radius_option(WHERE, radius)
     _validate.check_choice(WHERE, "calibration", calibration, CALIBRATIONS)
     if plot is not None:
         check_plot(WHERE, plot, len(cols))
