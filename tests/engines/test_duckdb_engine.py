@@ -115,10 +115,13 @@ def test_missing_column_names_the_column_and_the_schema(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "name, content",
     [
-        # a row with too many fields, far past DuckDB's sniffing sample
-        ("late.csv", "code,x\n" + "A,1\n" * 30_000 + f"{SECRET},1,2,3\n"),
-        ("short.csv", "code,x\n" + "A,1\n" * 30_000 + f"{SECRET}\n"),
-        ("bytes.csv", b"code,x\nA,1\n" + SECRET.encode() + b"\xff\xfe,1\n"),
+        # malformed data rows are records with a missing key (test_csv_robustness.py); a
+        # malformed *header* (public schema) is an error that names the file only
+        ("bytes.csv", b"code,x" + SECRET.encode() + b"\xff\xfe\nA,1\n"),
+        ("quote.csv", f'code,"x{SECRET}\nA,1\n'),
+        ("repeated.csv", f"code,{SECRET},{SECRET}\nA,1,2\n"),
+        ("empty_name.csv", f"code,,{SECRET}\nA,1,2\n"),
+        ("blank_first_line.csv", f"\ncode,x\n{SECRET},1\n"),
         ("fake.parquet", f"code\n{SECRET}\n"),
         ("empty.csv", ""),
     ],

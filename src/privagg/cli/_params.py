@@ -8,10 +8,15 @@ very message ``stable_histogram(..., epsilon=...)`` would.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
 
 from .. import _validate
 
-__all__ = ["as_number", "columns_option", "number_option", "radius_option"]
+__all__ = ["as_number", "columns_option", "csv_dialect", "csv_options", "number_option", "radius_option"]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def as_number(text: str) -> float | str:
@@ -46,3 +51,23 @@ def columns_option(where: str, text: str) -> list[str]:
     if not cols or any(not c for c in cols) or len(set(cols)) != len(cols):
         raise _validate.fail(where, "columns", "a comma-separated list of distinct column names", text)
     return cols
+
+
+def csv_dialect(command: _F) -> _F:
+    """The ``--delimiter`` and ``--encoding`` options of a command that reads a CSV file."""
+    command = click.option(
+        "--encoding", default="utf-8", show_default=True, metavar="utf-8|utf-16|latin-1",
+        help="CSV text encoding (ignored for Parquet).",
+    )(command)
+    return click.option(
+        "--delimiter", default=",", show_default=True, metavar="CHAR",
+        help="CSV field delimiter, one character ('\\t' for a tab; ignored for Parquet).",
+    )(command)
+
+
+def csv_options(where: str, delimiter: str, encoding: str) -> Any:
+    """``--delimiter``/``--encoding`` as a validated :class:`~privagg.engines.duckdb.CsvOptions`."""
+    from ..engines.duckdb import CsvOptions, check_csv_options
+
+    delimiter = "\t" if delimiter in ("\\t", "tab") else delimiter
+    return check_csv_options(where, CsvOptions(delimiter=delimiter, encoding=encoding))

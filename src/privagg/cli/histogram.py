@@ -18,7 +18,7 @@ import click
 from .. import _validate
 from ..accounting import Ledger
 from ..engines import duckdb as duckdb_engine
-from ._params import number_option
+from ._params import csv_dialect, csv_options, number_option
 from ._render import print_json, print_table
 
 __all__ = ["histogram"]
@@ -50,6 +50,7 @@ DEFAULT_BETA = 0.05
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), metavar="OUT.png", help="Write a plot.")
 @click.option("--ledger", type=click.Path(dir_okay=False, path_type=Path), help="Charge this privacy ledger.")
 @click.option("--rows", default=30, show_default=True, type=click.IntRange(min=1), help="Table rows shown.")
+@csv_dialect
 def histogram(
     file: Path,
     column: str,
@@ -63,6 +64,8 @@ def histogram(
     plot: Path | None,
     ledger: Path | None,
     rows: int,
+    delimiter: str,
+    encoding: str,
 ) -> None:
     """A differentially private histogram of COLUMN in FILE (CSV with a header row, or Parquet).
 
@@ -88,10 +91,11 @@ def histogram(
             raise _validate.fail(mechanism, "delta", rule, None)
         dlt = number_option(mechanism, "delta", delta, _validate.check_delta)
         threshold = _validate.check_choice(mechanism, "threshold", threshold or "tight", THRESHOLDS)
+    csv = csv_options("histogram", delimiter, encoding)
     if plot is not None:
         _check_plot_target(plot)
 
-    info = duckdb_engine.describe_column(file, column, where="histogram")
+    info = duckdb_engine.describe_column(file, column, where="histogram", csv=csv)
     domain_keys = None
     if domain is not None:
         domain_keys = duckdb_engine.load_domain(domain, info.duckdb_type, header=column, where=mechanism)

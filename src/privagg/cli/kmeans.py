@@ -20,7 +20,7 @@ import click
 
 from .. import _validate
 from ..accounting import Ledger
-from ._params import columns_option, number_option, radius_option
+from ._params import columns_option, csv_dialect, csv_options, number_option, radius_option
 from ._plot2d import check_plot, plot_released
 
 __all__ = ["kmeans"]
@@ -49,6 +49,7 @@ def _k(text: str) -> int:
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), metavar="OUT.png",
               help="2-D only: plot the released centers (never the points).")
 @click.option("--ledger", type=click.Path(dir_okay=False, path_type=Path), help="Charge this privacy ledger.")
+@csv_dialect
 def kmeans(
     file: Path,
     columns: str,
@@ -59,6 +60,8 @@ def kmeans(
     as_json: bool,
     plot: Path | None,
     ledger: Path | None,
+    delimiter: str,
+    encoding: str,
 ) -> None:
     """Differentially private k-means centers of the COLUMNS of FILE (CSV with a header, or Parquet).
 
@@ -74,9 +77,10 @@ def kmeans(
     eps = number_option(WHERE, "epsilon", epsilon)
     dlt = number_option(WHERE, "delta", delta, _validate.check_delta)
     r = radius_option(WHERE, radius)
+    csv = csv_options(WHERE, delimiter, encoding)
     if plot is not None:
         check_plot(WHERE, plot, len(cols))
-    points = read_numeric_columns(file, cols, caller=WHERE)
+    points = read_numeric_columns(file, cols, caller=WHERE, csv=csv)
     with ExitStack() as stack:
         charged = None if ledger is None else stack.enter_context(Ledger(ledger))
         release = private_kmeans(points, k, epsilon=eps, delta=dlt, radius=r, rng=None, ledger=charged)

@@ -21,7 +21,7 @@ import click
 
 from .. import _validate
 from ..accounting import Ledger
-from ._params import columns_option, number_option, radius_option
+from ._params import columns_option, csv_dialect, csv_options, number_option, radius_option
 from ._plot2d import check_plot, plot_released
 
 __all__ = ["mean"]
@@ -41,6 +41,7 @@ WHERE = "private_mean"
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), metavar="OUT.png",
               help="2-D only: plot the released mean and clipping ball (never the points).")
 @click.option("--ledger", type=click.Path(dir_okay=False, path_type=Path), help="Charge this privacy ledger.")
+@csv_dialect
 def mean(
     file: Path,
     columns: str,
@@ -51,6 +52,8 @@ def mean(
     as_json: bool,
     plot: Path | None,
     ledger: Path | None,
+    delimiter: str,
+    encoding: str,
 ) -> None:
     """A differentially private mean of the COLUMNS of FILE (CSV with a header row, or Parquet).
 
@@ -65,10 +68,11 @@ def mean(
     eps = number_option(WHERE, "epsilon", epsilon)
     dlt = number_option(WHERE, "delta", delta, _validate.check_delta)
     r = radius_option(WHERE, radius)
+    csv = csv_options(WHERE, delimiter, encoding)
     _validate.check_choice(WHERE, "calibration", calibration, CALIBRATIONS)
     if plot is not None:
         check_plot(WHERE, plot, len(cols))
-    points = read_numeric_columns(file, cols, caller=WHERE)
+    points = read_numeric_columns(file, cols, caller=WHERE, csv=csv)
     with ExitStack() as stack:
         charged = None if ledger is None else stack.enter_context(Ledger(ledger))
         release = private_mean(points, epsilon=eps, delta=dlt, radius=r, calibration=calibration,

@@ -12,19 +12,48 @@ name those and never echo records: DuckDB's own messages about malformed CSV quo
 data, so every DuckDB error is replaced by a message written here.
 
 Formats. ``.parquet``/``.pq`` files are read with ``read_parquet``; ``.csv``/``.tsv``/``.txt``
-(optionally compressed, e.g. ``.csv.gz``) with ``read_csv``; other names are recognised by the
-Parquet magic bytes and read as CSV otherwise. A CSV file must have a header row. **CSV is read as
-text** (``all_varchar``): keys are strings exactly as written (``"007"`` stays ``"007"``), and the
-set of keys (hence any error) never depends on DuckDB's type sniffer, which only samples the
-first rows of a file. Parquet keeps its column types (DECIMAL, UUID, TIME, TIMESTAMPTZ and other
-non-native scalar types are keyed by their exact text; LIST/STRUCT/MAP columns are refused).
+(optionally compressed: ``.csv.gz``; ``.csv.zst`` when the ``zstandard`` module is installed)
+with ``read_csv``; other names are recognised by the Parquet magic bytes and read as CSV otherwise.
+Parquet keeps its column types (DECIMAL, UUID, TIME, TIMESTAMPTZ and other non-native scalar
+types are keyed by their exact text; LIST/STRUCT/MAP columns are refused).
 
-Missing keys. Records whose key is NULL (an empty CSV field, a Parquet null) or NaN count in ``n``
-but are never keys: the mechanisms treat them like records outside the domain.
+CSV. A CSV file must have a header row, and **the schema comes from the header line only**: it is
+parsed here (Python's ``csv`` module, with the dialect of :class:`CsvOptions`) and handed to
+DuckDB as an explicit list of VARCHAR columns with auto-detection off, so nothing is ever sniffed
+from data rows. A header that cannot be read (undecodable, unbalanced quote, empty or repeated
+names, longer than 1 MiB) is a public schema error. **CSV is read as text**: keys are strings
+exactly as written (``"007"`` stays ``"007"``). The dialect is fixed and public
+(:class:`CsvOptions`: ``delimiter``, ``encoding`` — ``utf-8``, ``utf-16`` or ``latin-1``, the
+encodings DuckDB reads without extensions — and ``quote``). Records follow RFC 4180: a quoted
+field may contain delimiters, doubled quotes and line breaks; an empty field and ``""`` are NULL.
+
+Malformed CSV records are records with a missing value, never errors: a record with too many
+or too few fields, bytes invalid in the encoding, a stray or unbalanced quote, or a line longer
+than DuckDB's ``max_line_size`` (2 MB) is skipped by DuckDB (``ignore_errors``) and counted
+through its rejects table (``store_rejects``, one row per rejected record, stored text capped
+at a few bytes), so it counts in ``n`` and is never a key (for numeric reads: a row of NaN). A
+field containing a NUL byte is a missing value too. An unterminated quote makes the rest of the
+file one (malformed) record, as RFC 4180 parsing must; for files written without quoting, use
+``CsvOptions(quote="")`` so that every line is a record. Empty lines are skipped (not records),
+except in a one-column file, where an empty line is a record with a missing key. Nothing about a
+malformed record appears in any message.
+
+Float keys (FLOAT/DOUBLE columns) are grouped on a canonical value: −0.0 is counted and released
+as +0.0 (DuckDB groups the two together but would keep whichever came first); NaN is missing.
+See :mod:`privagg.engines.counting` for the one key equality of every engine.
+
+Missing keys. Records whose key is NULL (an empty CSV field, a Parquet null, a malformed CSV
+record) or NaN count in ``n`` but are never keys: the mechanisms treat them like records outside
+the domain.
 """
 
 from __future__ import annotations
 
+import codecs
+import csv
+import gzip
+import importlib.util
+import io
 import re
 import shutil
 import tempfile
@@ -43,8 +72,11 @@ from ..errors import ParameterError
 from .counting import KeyCounts
 
 __all__ = [
+    "CSV_ENCODINGS",
     "DEFAULT_MEMORY_LIMIT",
+    "CsvOptions",
     "FileColumn",
+    "check_csv_options",
     "count_column",
     "count_file",
     "describe_column",
@@ -71,18 +103,84 @@ _NATIVE_TYPES = {
 }
 _NESTED_TYPE = re.compile(r"\[|\b(STRUCT|MAP|UNION|LIST)\b")
 _SHOW_COLUMNS = 12  # column names listed in a "missing column" message
+_FLOAT_TYPES = {"FLOAT", "DOUBLE", "REAL"}
+
+#: Encodings DuckDB's CSV reader supports without extensions (which are never loaded here).
+CSV_ENCODINGS = ("utf-8", "utf-16", "latin-1")
+_ENCODING_ALIASES = {
+    "utf-8": "utf-8", "utf8": "utf-8",
+    "utf-16": "utf-16", "utf16": "utf-16",
+    "latin-1": "latin-1", "latin1": "latin-1", "iso-8859-1": "latin-1", "iso8859-1": "latin-1",
+}
+# Python codecs for reading the header as DuckDB does (DuckDB skips a UTF-8 byte-order mark).
+_PY_CODECS = {"utf-8": "utf-8-sig", "utf-16": "utf-16", "latin-1": "latin-1"}
+_MAX_HEADER_CHARS = 1 << 20
 
 ProgressCallback = Callable[[float], None]
 
 
 @dataclass(frozen=True)
+class CsvOptions:
+    """The CSV dialect (public): how a CSV file is split into records and fields.
+
+    Attributes
+    ----------
+    delimiter : str
+        One character separating fields (default ``","``; ``"\\t"`` for TSV). Not a line break,
+        not the quote character.
+    encoding : str
+        ``"utf-8"`` (default; a byte-order mark is skipped), ``"utf-16"`` (with a byte-order mark)
+        or ``"latin-1"`` — the encodings DuckDB's CSV reader supports without extensions.
+        Aliases such as ``"utf8"``, ``"latin1"`` and ``"iso-8859-1"`` are accepted.
+    quote : str
+        The quote character (default ``'"'``; a quote inside a quoted field is doubled), or
+        ``""`` for files written without quoting (every line is then exactly one record).
+
+    Validated by :func:`check_csv_options` (called by every reader) before anything is read.
+    """
+
+    delimiter: str = ","
+    encoding: str = "utf-8"
+    quote: str = '"'
+
+
+def check_csv_options(where: str, options: CsvOptions | None) -> CsvOptions:
+    """Validate ``options`` (``None`` → the defaults); return them with the encoding normalised.
+
+    Raises
+    ------
+    ParameterError
+        Naming ``delimiter``, ``encoding`` or ``quote``.
+    """
+    if options is None:
+        return CsvOptions()
+    if not isinstance(options, CsvOptions):
+        raise fail(where, "csv", "a CsvOptions or None", type(options).__name__)
+    d, q, e = options.delimiter, options.quote, options.encoding
+    if not isinstance(d, str) or len(d) != 1 or d in "\r\n" or d == "\0":
+        raise fail(where, "delimiter", "one character, not a line break or NUL", d)
+    if not isinstance(q, str) or len(q) > 1 or q in ("\r", "\n", "\0") or (q and q == d):
+        raise fail(where, "quote", "one character other than the delimiter, or '' for none", q)
+    encoding = _ENCODING_ALIASES.get(e.strip().lower().replace("_", "-")) if isinstance(e, str) else None
+    if encoding is None:
+        raise fail(where, "encoding", "one of " + ", ".join(CSV_ENCODINGS), e)
+    return CsvOptions(delimiter=d, encoding=encoding, quote=q)
+
+
+@dataclass(frozen=True)
 class FileColumn:
-    """A column of a data file: what is public about it (path, format, name, DuckDB type)."""
+    """A column of a data file: what is public about it (path, format, name, DuckDB type).
+
+    For CSV also the dialect (``csv``) and the header's column names (``header``), which define
+    the schema handed to DuckDB.
+    """
 
     path: Path
     format: FileFormat
     column: str
     duckdb_type: str
+    csv: CsvOptions | None = None
+    header: tuple[str, ...] = ()
 
 
 def quote_identifier(name: str) -> str:
@@ -119,16 +217,112 @@ def detect_format(path: str | Path, where: str = "count_file") -> FileFormat:
 def _key_sql(expression: str, duckdb_type: str) -> str:
     """The key as fetched: numbers, booleans, text, dates and timestamps as they are; other scalar
     types (DECIMAL, UUID, TIME, TIMESTAMP WITH TIME ZONE, …) as their text, which is exact."""
+    if duckdb_type in _FLOAT_TYPES:
+        # Canonical floats: −0.0 → +0.0 inside the GROUP BY expression (NaN stays NaN: missing).
+        return f"CASE WHEN {expression} = 0 THEN CAST(0 AS {duckdb_type}) ELSE {expression} END"
     if duckdb_type in _NATIVE_TYPES:
         return expression
     return f"CAST({expression} AS VARCHAR)"
+
+
+def _csv_key_sql(expression: str) -> str:
+    """A CSV field as a key: a field holding a NUL byte is a missing value."""
+    return f"CASE WHEN strpos({expression}, chr(0)) = 0 THEN {expression} END"
+
+
+# The dialect and the schema are bound as parameters, never formatted into the SQL text; the
+# schema is the header's names (VARCHAR), auto-detection is off, malformed records are skipped
+# and recorded (a few bytes each) in the temporary table reject_errors, to be counted.
+_READ_CSV = (
+    "read_csv($path, header = true, auto_detect = false, columns = $columns, delim = $delim, "
+    "quote = $quote, escape = $quote, encoding = $encoding, comment = '', strict_mode = true, "
+    "null_padding = false, ignore_errors = true, store_rejects = true, rejects_limit = 0, "
+    "rejects_line_size_limit = 1)"
+)
+_COUNT_REJECTS = "SELECT count(DISTINCT (file_id, line_byte_position)) FROM reject_errors"
 
 
 def _source(fmt: FileFormat) -> str:
     # The path is always bound as the parameter $path, never formatted into the SQL text.
     if fmt == "parquet":
         return "read_parquet($path)"
-    return "read_csv($path, header = true, all_varchar = true)"
+    return _READ_CSV
+
+
+def _params(info: FileColumn) -> dict[str, object]:
+    """The query parameters of :func:`_source` for the file of ``info``."""
+    if info.format == "parquet":
+        return {"path": str(info.path)}
+    options = info.csv or CsvOptions()
+    return {
+        "path": str(info.path),
+        "columns": dict.fromkeys(info.header, "VARCHAR"),
+        "delim": options.delimiter,
+        "quote": options.quote,
+        "encoding": options.encoding,
+    }
+
+
+def _count_rejects(con: duckdb.DuckDBPyConnection) -> int:
+    """The number of malformed CSV records skipped by the last scan on ``con``."""
+    return int(con.sql(_COUNT_REJECTS).fetchall()[0][0])
+
+
+def _open_binary(path: Path) -> io.BufferedIOBase:
+    suffix = path.suffix.lower()
+    if suffix == ".gz":
+        return gzip.open(path, "rb")
+    if suffix == ".zst":
+        import zstandard  # optional: raises ImportError when absent
+
+        return zstandard.ZstdDecompressor().stream_reader(path.open("rb"), closefd=True)
+    return path.open("rb")
+
+
+def read_csv_header(path: Path, options: CsvOptions, where: str) -> tuple[str, ...]:
+    """The column names of a CSV file, from its first line only (public schema).
+
+    Raises
+    ------
+    ParameterError
+        No header, undecodable header, malformed header (unbalanced quote, a line break inside
+        a quoted name), empty or repeated names, or a header line over 1 MiB. The message
+        names the file, never its contents.
+    """
+    rule = "a CSV file with a header row of distinct, non-empty column names (it could not be parsed as one)"
+    if path.suffix.lower() == ".zst" and importlib.util.find_spec("zstandard") is None:
+        rule = "a .csv.zst file readable by Python: install the 'zstandard' module"
+        raise _path_error(where, "file", rule, path)
+    # Decode block by block until the first line break: bytes after it (data) are never looked
+    # at, and undecodable bytes in the header show up as U+FFFD (refused below).
+    decoder = codecs.getincrementaldecoder(_PY_CODECS[options.encoding])(errors="replace")
+    text = ""
+    try:
+        with _open_binary(path) as fh:
+            while "\n" not in text and len(text) <= _MAX_HEADER_CHARS:
+                block = fh.read(1 << 16)
+                text += decoder.decode(block, final=not block)
+                if not block:
+                    break
+    except (OSError, EOFError, ValueError, UnicodeError):
+        raise _path_error(where, "file", rule, path) from None
+    line, newline, _ = text.partition("\n")
+    if (not newline and not line) or len(line) > _MAX_HEADER_CHARS or "\ufffd" in line:
+        raise _path_error(where, "file", rule, path)
+    line = line.removesuffix("\r")
+    dialect = {"delimiter": options.delimiter, "strict": True}
+    if options.quote:
+        dialect.update(quotechar=options.quote, doublequote=True, quoting=csv.QUOTE_MINIMAL)
+    else:
+        dialect.update(quoting=csv.QUOTE_NONE, quotechar=None)
+    try:
+        rows = list(csv.reader([line], **dialect))
+    except csv.Error:
+        raise _path_error(where, "file", rule, path) from None
+    names = tuple(rows[0]) if len(rows) == 1 else ()
+    if not names or any(not name or "\0" in name for name in names) or len(set(names)) != len(names):
+        raise _path_error(where, "file", rule, path)
+    return names
 
 
 def _path_error(where: str, name: str, rule: str, path: str | Path) -> ParameterError:
@@ -159,31 +353,41 @@ def _connect(memory_limit: str, temp_directory: str | None) -> duckdb.DuckDBPyCo
     return con
 
 
-def describe_column(path: str | Path, column: str, *, where: str = "count_file") -> FileColumn:
+def describe_column(
+    path: str | Path, column: str, *, where: str = "count_file", csv: CsvOptions | None = None
+) -> FileColumn:
     """Check that ``path`` can be read and has ``column``; return its format and DuckDB type.
 
-    Only the schema is read (for CSV: the header and DuckDB's dialect sniffing sample).
+    Only the schema is read: for Parquet its metadata, for CSV the header line alone (parsed
+    with the dialect ``csv``; every column is VARCHAR), never a data row.
 
     Raises
     ------
     ParameterError
-        The file is missing, unreadable or malformed, or has no column named ``column``
-        (exact, case-sensitive match; column names are schema, hence public).
+        The file is missing, unreadable or malformed (for CSV: its header), bad ``csv``
+        options, or no column named ``column`` (exact, case-sensitive match; column names are
+        schema, hence public).
     """
     p = Path(path)
+    options = check_csv_options(where, csv)
     fmt = detect_format(p, where)
     if not isinstance(column, str) or not column:
         raise fail(where, "column", "a non-empty column name", column)
     if p.stat().st_size == 0:
         raise _unparsable(where, p, fmt)
-    con = _connect(DEFAULT_MEMORY_LIMIT, None)
-    try:
-        schema = con.sql(f"DESCRIBE SELECT * FROM {_source(fmt)}", params={"path": str(p)}).fetchall()
-    except duckdb.Error:
-        raise _unparsable(where, p, fmt) from None
-    finally:
-        con.close()
-    types = {row[0]: row[1] for row in schema}
+    if fmt == "csv":
+        header = read_csv_header(p, options, where)
+        types = dict.fromkeys(header, "VARCHAR")
+    else:
+        options, header = None, ()
+        con = _connect(DEFAULT_MEMORY_LIMIT, None)
+        try:
+            schema = con.sql(f"DESCRIBE SELECT * FROM {_source(fmt)}", params={"path": str(p)}).fetchall()
+        except duckdb.Error:
+            raise _unparsable(where, p, fmt) from None
+        finally:
+            con.close()
+        types = {row[0]: row[1] for row in schema}
     if column not in types:
         names = ", ".join(repr(name) for name in list(types)[:_SHOW_COLUMNS])
         if len(types) > _SHOW_COLUMNS:
@@ -193,7 +397,7 @@ def describe_column(path: str | Path, column: str, *, where: str = "count_file")
     if _NESTED_TYPE.search(duckdb_type):
         rule = "a column of scalar keys (not a LIST, STRUCT, MAP or UNION)"
         raise fail(where, "column", rule, f"{column!r} of type {duckdb_type}")
-    return FileColumn(path=p, format=fmt, column=column, duckdb_type=duckdb_type)
+    return FileColumn(path=p, format=fmt, column=column, duckdb_type=duckdb_type, csv=options, header=header)
 
 
 @contextmanager
@@ -231,6 +435,7 @@ def count_file(
     progress: ProgressCallback | None = None,
     memory_limit: str = DEFAULT_MEMORY_LIMIT,
     where: str = "count_file",
+    csv: CsvOptions | None = None,
 ) -> KeyCounts:
     """Count the records of each key of ``column`` in a CSV or Parquet file, inside DuckDB.
 
@@ -250,6 +455,8 @@ def count_file(
         DuckDB memory limit, e.g. ``"1GB"``.
     where : str
         Name used in error messages.
+    csv : CsvOptions, optional
+        The CSV dialect (default: comma, UTF-8, ``"`` quotes); ignored for Parquet.
 
     Returns
     -------
@@ -257,15 +464,15 @@ def count_file(
         ``keys`` (numpy array, distinct non-missing keys, in no particular order; DECIMAL, UUID,
         TIME and other non-native scalar types as their exact text), ``counts``
         (int64, ≥ 1, aligned with keys) and ``n`` (number of records, including those whose key is
-        NULL or NaN).
+        NULL or NaN, and malformed CSV records).
 
     Raises
     ------
     ParameterError
-        Missing, unreadable or malformed file, or missing column. The message names the file
-        and the column, never a record.
+        Missing, unreadable or malformed file (for CSV: header), or missing column. The message
+        names the file and the column, never a record. A malformed CSV record is never an error.
     """
-    info = describe_column(path, column, where=where)
+    info = describe_column(path, column, where=where, csv=csv)
     return count_column(info, progress=progress, memory_limit=memory_limit, where=where)
 
 
@@ -284,10 +491,12 @@ def count_column(
         except duckdb.Error:
             raise fail(where, "memory_limit", "a DuckDB memory size such as '1GB'", memory_limit) from None
         try:
-            key = _key_sql(quote_identifier(info.column), info.duckdb_type)
+            column = quote_identifier(info.column)
+            key = _csv_key_sql(column) if info.format == "csv" else _key_sql(column, info.duckdb_type)
             sql = f"SELECT {key} AS key, count(*) AS count FROM {_source(info.format)} GROUP BY ALL"
             with _progress_poller(con, progress):
-                result = con.sql(sql, params={"path": str(info.path)}).fetchnumpy()
+                result = con.sql(sql, params=_params(info)).fetchnumpy()
+            rejected = _count_rejects(con) if info.format == "csv" else 0
         except duckdb.OutOfMemoryException:
             rule = "large enough for DuckDB to count the file (it ran out of memory)"
             raise fail(where, "memory_limit", rule, memory_limit) from None
@@ -297,13 +506,14 @@ def count_column(
             con.close()
     finally:
         shutil.rmtree(temp_directory, ignore_errors=True)
-    return _key_counts(result, info.duckdb_type)
+    return _key_counts(result, info.duckdb_type, rejected)
 
 
-def _key_counts(result: dict[str, np.ndarray], duckdb_type: str) -> KeyCounts:
-    """Split fetched ``(key, count)`` columns into present keys and the total n."""
+def _key_counts(result: dict[str, np.ndarray], duckdb_type: str, rejected: int = 0) -> KeyCounts:
+    """Split fetched ``(key, count)`` columns into present keys and the total n (which includes
+    the ``rejected`` malformed records: missing keys)."""
     keys, counts = result["key"], np.ma.getdata(result["count"]).astype(np.int64, copy=False)
-    n = int(counts.sum())
+    n = int(counts.sum()) + int(rejected)
     present = ~np.ma.getmaskarray(keys)
     keys = np.ma.getdata(keys)
     if keys.dtype.kind == "f":
@@ -327,11 +537,13 @@ def load_domain(
 ) -> np.ndarray:
     """Read a public domain file and cast its keys to the data column's DuckDB type.
 
-    The file holds one key per line (a one-column CSV without quoting); empty lines are skipped,
+    The file holds one key per line (UTF-8 text without quoting, whatever the data file's CSV
+    dialect); empty lines are skipped,
     and a first line equal to ``header`` (the data column's name) is taken as a header and
     skipped. The cast runs in DuckDB, with the same rules as the data column (``"007"`` is the
     integer 7 for a BIGINT column and the string ``"007"`` for a CSV column), and the keys come
-    back in the same representation as :func:`count_file`'s.
+    back in the same canonical representation as :func:`count_file`'s (``-0`` is the float key
+    0.0 of a DOUBLE column, so ``0`` and ``-0`` are duplicates there).
 
     Raises
     ------

@@ -2,8 +2,11 @@
 
 For ``privagg mean`` / ``kmeans``: ``SELECT TRY_CAST(a AS DOUBLE), … FROM read_csv/read_parquet``
 (``trim`` first for CSV; optionally ``WHERE`` a filter), fetched as numpy. What is public: the path, the format, the
-schema. Values are data: a CSV field that is empty or not a number, and a Parquet NULL, become
-NaN (the mechanisms drop rows with a non-finite entry; nothing here raises because of a value).
+schema (for CSV: the header line and the dialect, :class:`~privagg.engines.duckdb.CsvOptions`).
+Values are data: a CSV field that is empty or not a number, and a Parquet NULL, become NaN (the
+mechanisms drop rows with a non-finite entry; nothing here raises because of a value). A
+malformed CSV record (see :mod:`privagg.engines.duckdb`) is a row of NaN: appended at the end,
+and kept by a ``where`` filter exactly when the filter keeps a row of NULLs.
 A Parquet column whose *type* is not numeric is refused (its type is schema, hence public); CSV
 is read as text, so there every column is accepted and non-numbers become NaN.
 """
@@ -20,7 +23,10 @@ import numpy as np
 from .._validate import fail
 from .duckdb import (
     DEFAULT_MEMORY_LIMIT,
+    CsvOptions,
     _connect,
+    _count_rejects,
+    _params,
     _source,
     _unparsable,
     describe_column,
@@ -41,6 +47,7 @@ def read_numeric_columns(
     where: str | None = None,
     *,
     caller: str = "read_numeric_columns",
+    csv: CsvOptions | None = None,
 ) -> np.ndarray:
     """The given columns of a CSV or Parquet file as a float64 array of shape (n, len(columns)).
 
@@ -55,11 +62,14 @@ def read_numeric_columns(
         run by DuckDB; an invalid one is a ParameterError).
     caller : str
         Name used in error messages.
+    csv : CsvOptions, optional
+        The CSV dialect (default: comma, UTF-8, ``"`` quotes); ignored for Parquet.
 
     Returns
     -------
     numpy.ndarray of float64, shape (n, k)
-        NaN where a value is missing or (CSV) not a number.
+        NaN where a value is missing or (CSV) not a number; a row of NaN per malformed CSV
+        record.
 
     Raises
     ------
@@ -70,7 +80,7 @@ def read_numeric_columns(
     cols = list(columns) if not isinstance(columns, str) else [columns]
     if not cols or len(set(cols)) != len(cols):
         raise fail(caller, "columns", "one or more distinct column names", ",".join(map(str, cols)))
-    infos = [describe_column(path, c, where=caller) for c in cols]
+    infos = [describe_column(path, c, where=caller, csv=csv) for c in cols]
     fmt = infos[0].format
     if fmt == "parquet":
         for info in infos:
@@ -91,7 +101,13 @@ def read_numeric_columns(
     con = _connect(DEFAULT_MEMORY_LIMIT, None)
     try:
         try:
-            result = con.sql(sql, params={"path": str(Path(path))}).fetchnumpy()
+            result = con.sql(sql, params=_params(infos[0])).fetchnumpy()
+            rejected = _count_rejects(con) if fmt == "csv" else 0
+            if rejected and where is not None:
+                # A malformed record is a row of NULLs: kept iff the filter keeps such a row.
+                nulls = ", ".join(f"CAST(NULL AS VARCHAR) AS {quote_identifier(c)}" for c in infos[0].header)
+                kept = con.sql(f"SELECT count(*) FROM (SELECT {nulls}) WHERE ({where})").fetchall()[0][0]
+                rejected *= int(kept)
         except (duckdb.BinderException, duckdb.ParserException, duckdb.ConversionException):
             if where is not None:
                 raise fail(caller, "where", "a valid SQL boolean expression over the file's columns",
@@ -101,8 +117,9 @@ def read_numeric_columns(
             raise _unparsable(caller, Path(path), fmt) from None
     finally:
         con.close()
-    out = np.empty((len(next(iter(result.values()))) if result else 0, len(cols)), dtype=np.float64)
+    rows = len(next(iter(result.values()))) if result else 0
+    out = np.full((rows + rejected, len(cols)), np.nan, dtype=np.float64)
     for i in range(len(cols)):
         col = result[f"c{i}"]
-        out[:, i] = np.ma.filled(np.ma.asarray(col, dtype=np.float64), np.nan)
+        out[:rows, i] = np.ma.filled(np.ma.asarray(col, dtype=np.float64), np.nan)
     return out
