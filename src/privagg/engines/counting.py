@@ -4,23 +4,43 @@ This is the in-memory engine of the histogram mechanisms: it turns a 1-D column 
 into the counts of the keys that are present (:class:`KeyCounts`), without a Python loop over
 records or keys on the usual paths:
 
-- integers and booleans: ``np.bincount`` when the range of values is small (≤ max(2^20, 2n)),
-  ``np.unique`` (a sort) otherwise, so a domain of 10^12 possible keys costs nothing;
-- floats: ``np.unique``;
+- booleans and integers of at most 16 bits: ``np.bincount`` (the dtype, which is public, bounds
+  the range); wider integers and floats: ``np.unique`` (a sort), so a domain of 10^12 possible
+  keys costs nothing. The choice depends on the dtype only, never on the values;
 - strings, bytes and other Arrow types: ``pyarrow.compute.value_counts`` (hashing);
-- other hashable Python objects (tuples, mixed types): ``pandas.factorize`` (hashing).
+- untyped Python objects (lists, tuples, object arrays): ``pandas.factorize`` (hashing).
 
 Missing keys (``None``, Arrow nulls, float NaN) are counted in ``n`` but belong to no key: they are
 never released and behave like records outside a public domain. Other engines (DuckDB) build a
 :class:`KeyCounts` of their own and share the mechanisms' core.
+
+Key equality (one rule for every engine). The released key's type and spelling are a function
+of its equivalence class and of the public schema only, never of other records or their order:
+
+- *Typed* inputs — numpy arrays of a non-object dtype, typed pandas Series, Arrow and polars
+  arrays, DuckDB columns — keep the column's type (schema). Keys are equal when their values are
+  equal in that type; float keys are canonical: −0.0 is released as +0.0 (NaN is missing).
+- *Untyped* inputs — Python lists and tuples, object arrays, object Series — are compared by
+  Python equality, as dict keys are (``1 == 1.0 == True``), and each class is released under a
+  fixed representative: a number (bool, int, float, numpy scalar, ``Decimal``, ``Fraction``)
+  that is finite and integral is the ``int`` (``True`` → 1, ``2.0`` → 2, ``-0.0`` → 0); another
+  number equal to a float is that ``float``; anything else (strings, other ``Decimal``, dates, …)
+  is itself; tuples are canonicalised element by element. So ``[1, 2, 1.5]`` releases the keys
+  ``1, 2, 1.5`` whatever comes first, and a list of bools releases 0 and 1. (Strings are never
+  equal to numbers: ``"1"`` and ``1`` are two keys.)
+
+A public domain is canonicalised by the same rule, so that its keys align with the data's.
 
 Errors depend only on public information (the shape and type of the input), never on its values.
 """
 
 from __future__ import annotations
 
+import decimal
+import fractions
 import functools
 import importlib
+import numbers
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -29,7 +49,9 @@ import numpy as np
 
 from .._validate import fail
 
-__all__ = ["KeyCounts", "Domain", "count_keys", "as_domain", "align_to_domain", "sort_order", "is_arrow"]
+__all__ = [
+    "KeyCounts", "Domain", "count_keys", "as_domain", "align_to_domain", "canonical_keys", "sort_order", "is_arrow",
+]
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -59,8 +81,6 @@ def is_arrow(x: Any) -> bool:
     return mod is not None and isinstance(x, (mod.Array, mod.ChunkedArray))
 
 
-#: Largest span of an integer column counted with ``np.bincount`` (besides 2n).
-_BINCOUNT_SPAN = 1 << 20
 _DATA_RULE = (
     "a 1-D array-like of hashable keys (list, tuple, numpy array, pandas/polars Series, pyarrow Array)"
 )
@@ -142,6 +162,9 @@ def _normalize(data: Any, where: str, name: str, rule: str) -> np.ndarray | pa.A
         dtype = data.dtype
         if isinstance(dtype, np.dtype) and dtype.kind in "iufbmM":
             return _from_numpy(data.to_numpy(), where, name, rule)
+        if dtype == object:  # untyped: Python equality, canonical keys (strings: Arrow, faster)
+            strings = _string_array(data)
+            return data.to_numpy(dtype=object) if strings is None else strings
         try:
             arrow = pa.Array.from_pandas(data)
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError):
@@ -153,27 +176,35 @@ def _normalize(data: Any, where: str, name: str, rule: str) -> np.ndarray | pa.A
         return _from_numpy(data, where, name, rule)
     if isinstance(data, range):
         return np.arange(data.start, data.stop, data.step, dtype=np.int64)
-    if isinstance(data, (list, tuple)):
-        fast = _numeric_list(data)
+    if isinstance(data, (list, tuple)):  # untyped: Python equality, canonical keys
+        fast = _int_list(data)
         if fast is not None:
             return fast
-        try:
-            arrow = pa.array(data)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, OverflowError):
-            return _object_array(data)
-        if pa.types.is_nested(arrow.type):  # tuples (hashable keys) or lists (unhashable): decide later
-            return _object_array(data)
-        return _from_arrow(arrow, where, name, rule)
+        strings = _string_array(data)
+        return _object_array(data) if strings is None else strings
     raise fail(where, name, rule, _type_name(data))
 
 
-def _numeric_list(data: list | tuple) -> np.ndarray | None:
-    """A list of plain ints/floats/bools as a 1-D numeric array (fast path), else None."""
+def _int_list(data: list | tuple) -> np.ndarray | None:
+    """A list of ints and bools only as an int64 array (fast path: ints are their own canonical
+    keys, bools become 0/1), else None. A list holding any float, None or other object is not
+    converted here, so that one record never changes the type of the others' keys."""
     try:
         arr = np.asarray(data)
     except (ValueError, TypeError, OverflowError):
         return None
-    return arr if (arr.ndim == 1 and arr.dtype.kind in "iufb") else None
+    if arr.ndim != 1 or arr.dtype.kind not in "iub":
+        return None
+    return arr.astype(np.int64) if arr.dtype.kind == "b" else arr
+
+
+def _string_array(data: Any) -> pa.Array | None:
+    """Untyped data holding only str (and missing values) as an Arrow string array, else None."""
+    try:
+        arrow = pa.array(data, from_pandas=True) if type(data).__module__.startswith("pandas") else pa.array(data)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, OverflowError, ValueError):
+        return None
+    return arrow if (pa.types.is_string(arrow.type) or pa.types.is_large_string(arrow.type)) else None
 
 
 def _from_numpy(arr: np.ndarray, where: str, name: str, rule: str) -> np.ndarray | pa.Array:
@@ -252,8 +283,8 @@ def _count_numpy(x: np.ndarray, where: str, name: str) -> tuple[np.ndarray, np.n
     if kind in "iub":
         return _count_ints(x)
     if kind == "f":
-        x = x[~np.isnan(x)]
-        return np.unique(x, return_counts=True)
+        keys, counts = np.unique(x[~np.isnan(x)], return_counts=True)
+        return _positive_zero(keys), counts
     if kind == "O":
         return _count_objects(x, where, name)
     if kind in "mM":
@@ -261,26 +292,26 @@ def _count_numpy(x: np.ndarray, where: str, name: str) -> tuple[np.ndarray, np.n
     return np.unique(x, return_counts=True)
 
 
+def _positive_zero(keys: np.ndarray) -> np.ndarray:
+    """Float keys with −0.0 as +0.0 (np.unique keeps whichever zero sorts first)."""
+    if keys.size:
+        keys = np.where(keys == 0, keys.dtype.type(0), keys)
+    return keys
+
+
 def _count_ints(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Counts of an integer (or bool) array: bincount over a small range, else a sort."""
-    if x.size == 0:
-        return x[:0].copy(), np.zeros(0, dtype=np.int64)
+    """Counts of an integer (or bool) array: bincount over the whole range of a dtype of at most
+    16 bits (a public bound), else a sort. Never chosen from the values."""
     if x.dtype.kind == "b":
         bc = np.bincount(x.view(np.uint8), minlength=2)
         present = np.flatnonzero(bc)
         return present.astype(bool), bc[present]
-    lo, hi = int(x.min()), int(x.max())
-    limit = max(_BINCOUNT_SPAN, 2 * x.size)
-    if hi - lo + 1 > limit:
-        return np.unique(x, return_counts=True)
-    if 0 <= lo and hi < limit:  # bin directly (no shifted copy of the data)
-        values = x if np.can_cast(x.dtype, np.intp) else x.astype(np.int64)
-        bc = np.bincount(values)[lo:]
-    else:
-        bc = np.bincount(np.subtract(x, lo, dtype=np.int64))
-    present = np.flatnonzero(bc)
-    keys = (present + lo).astype(x.dtype) if lo < 0 or x.dtype != np.int64 else present + lo
-    return keys, bc[present]
+    if x.dtype.itemsize <= 2:
+        lo = int(np.iinfo(x.dtype).min)
+        bc = np.bincount(np.subtract(x, lo, dtype=np.int64), minlength=1 << (8 * x.dtype.itemsize))
+        present = np.flatnonzero(bc)
+        return (present + lo).astype(x.dtype), bc[present]
+    return np.unique(x, return_counts=True)
 
 
 def _count_arrow(x: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
@@ -296,7 +327,10 @@ def _count_arrow(x: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]
         values, counts = values.filter(valid), counts.filter(valid)
     order = pc.sort_indices(values)
     keys = values.take(order).to_numpy(zero_copy_only=False)
-    return keys, counts.take(order).to_numpy(zero_copy_only=False)
+    counts = counts.take(order).to_numpy(zero_copy_only=False)
+    if keys.dtype.kind == "f":  # floats that reached Arrow hashing (e.g. half floats)
+        return _merge(_positive_zero(keys), counts)
+    return keys, counts
 
 
 def _count_objects(x: np.ndarray, where: str, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -307,10 +341,56 @@ def _count_objects(x: np.ndarray, where: str, name: str) -> tuple[np.ndarray, np
         codes, uniques = pd.factorize(x, sort=False, use_na_sentinel=True)
     except TypeError:
         raise fail(where, name, _DATA_RULE, "unhashable keys (e.g. list, dict or set)") from None
-    uniques = np.asarray(uniques, dtype=object)
     counts = np.bincount(codes[codes >= 0], minlength=len(uniques))
-    order = sort_order(uniques)
-    return uniques[order], counts[order]
+    # One Python call per distinct key (not per record): the class's representative, not the
+    # first value seen; classes pandas kept apart (if any) are merged afterwards.
+    keys, counts = _merge(canonical_keys(np.asarray(uniques, dtype=object)), counts)
+    order = sort_order(keys)
+    return keys[order], counts[order]
+
+
+def _merge(keys: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sum the counts of equal keys (after canonicalisation two classes may coincide)."""
+    import pandas as pd
+
+    codes, uniques = pd.factorize(np.asarray(keys, dtype=object), sort=False, use_na_sentinel=True)
+    if len(uniques) == len(keys):
+        return keys, counts
+    merged = np.bincount(codes, weights=counts, minlength=len(uniques)).astype(np.int64)
+    return np.asarray(keys)[np.unique(codes, return_index=True)[1]], merged
+
+
+def _canonical(value: Any) -> Any:
+    """The representative of ``value``'s class under Python equality (see the module docstring)."""
+    t = type(value)
+    if t is str or t is int:
+        return value
+    if t is float or isinstance(value, np.floating):
+        f = float(value)
+        return int(f) if f.is_integer() else f
+    if isinstance(value, (bool, np.bool_, numbers.Integral)):
+        return int(value)
+    if isinstance(value, tuple):
+        return tuple(_canonical(v) for v in value)
+    if isinstance(value, (decimal.Decimal, fractions.Fraction)):
+        if isinstance(value, decimal.Decimal) and not value.is_finite():
+            return float(value) if not value.is_nan() else value
+        if value == int(value):
+            return int(value)
+        f = float(value)
+        return f if f == value else value
+    return value
+
+
+_canonical_ufunc = np.frompyfunc(_canonical, 1, 1)
+
+
+def canonical_keys(keys: np.ndarray) -> np.ndarray:
+    """Untyped (object) keys replaced by their canonical representatives (a 1-D object array)."""
+    if keys.size == 0:
+        return keys
+    out = _canonical_ufunc(keys)
+    return np.asarray(out, dtype=object) if isinstance(out, np.ndarray) else _object_array([out])
 
 
 def sort_order(keys: np.ndarray) -> np.ndarray:
@@ -359,6 +439,12 @@ def as_domain(domain: Any, where: str = "as_domain", name: str = "domain") -> Do
         dup = kc.keys[np.flatnonzero(kc.counts > 1)[:3]]
         raise fail(where, name, _DOMAIN_RULE, f"a domain with duplicate keys such as {list(dup.tolist())!r}")
     keys = _to_numpy(x) if is_arrow(x) else x
+    # The same canonical keys as the data's (module docstring): untyped keys by their class's
+    # representative, float keys with +0.0.
+    if keys.dtype.kind == "O":
+        keys = canonical_keys(np.asarray(keys, dtype=object))
+    elif keys.dtype.kind == "f":
+        keys = _positive_zero(keys)
     keys = np.array(keys, copy=True)
     keys.flags.writeable = False
     return Domain(keys=keys)
