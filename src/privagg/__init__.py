@@ -4,6 +4,14 @@ Layers (one sub-package each): ``noise`` (secure exact samplers) → ``mechanism
 and ``friendlycore`` (FriendlyCore filter, mean, k-means) → ``accounting`` (privacy-loss types,
 ledger) → ``engines`` (numpy / DuckDB counting) → ``cli``.
 
+**The rule of public inputs.** The exit code, stderr, warnings, the set of exceptions, memory and,
+as far as practical, running time are functions of public inputs only — the parameters, the
+file's path, format and schema, the public domain, and ``n`` where it is public — never of a
+record. Nothing derived from a record is printed except released values, and those are escaped.
+Every parameter and output path is validated before a ledger is charged; after the charge nothing
+may fail. What this covers and what it does not: ``docs/threat-model.md``; the check:
+:mod:`privagg.testing.invariance`.
+
 Public names are imported lazily so that ``import privagg`` stays fast for the command line.
 """
 
