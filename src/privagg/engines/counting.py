@@ -480,7 +480,7 @@ def _maybe_strings(keys: np.ndarray) -> pa.Array | None:
     """An Arrow string array of object keys when every key is a str, else None."""
     try:
         arr = pa.array(keys, from_pandas=False)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError):
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, OverflowError):
         return None
     return arr if (pa.types.is_string(arr.type) and arr.null_count == 0) else None
 

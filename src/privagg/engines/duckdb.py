@@ -27,12 +27,16 @@ exactly as written (``"007"`` stays ``"007"``). The dialect is fixed and public
 encodings DuckDB reads without extensions — and ``quote``). Records follow RFC 4180: a quoted
 field may contain delimiters, doubled quotes and line breaks; an empty field and ``""`` are NULL.
 
-Malformed CSV records are records with a missing value, never errors: a record with too many
-or too few fields, bytes invalid in the encoding, a stray or unbalanced quote, or a line longer
-than DuckDB's ``max_line_size`` (2 MB) is skipped by DuckDB (``ignore_errors``) and counted
-through its rejects table (``store_rejects``, one row per rejected record, stored text capped
-at a few bytes), so it counts in ``n`` and is never a key (for numeric reads: a row of NaN). A
-field containing a NUL byte is a missing value too. An unterminated quote makes the rest of the
+Malformed CSV records are read record by record, never as errors (DuckDB's lenient reader,
+``strict_mode = false``, so that no single record can stop the scan): a record with too few
+fields, bytes invalid in the encoding, or a line longer than DuckDB's ``max_line_size`` (2 MB)
+is skipped by DuckDB (``ignore_errors``) and counted through its rejects table
+(``store_rejects``, one row per rejected record, stored text capped at a few bytes), so it
+counts in ``n`` and is never a key (for numeric reads: a row of NaN). A record with too many
+fields keeps the header's number of fields (the rest is dropped); a quote inside an unquoted
+field is part of its text; a lone carriage return ends a record (as in old Mac files). A field
+containing a NUL byte is a missing value. Each rule depends on the record alone. An unterminated
+quote makes the rest of the
 file one (malformed) record, as RFC 4180 parsing must; for files written without quoting, use
 ``CsvOptions(quote="")`` so that every line is a record. Empty lines are skipped (not records),
 except in a one-column file, where an empty line is a record with a missing key. Nothing about a
@@ -235,7 +239,7 @@ def _csv_key_sql(expression: str) -> str:
 # and recorded (a few bytes each) in the temporary table reject_errors, to be counted.
 _READ_CSV = (
     "read_csv($path, header = true, auto_detect = false, columns = $columns, delim = $delim, "
-    "quote = $quote, escape = $quote, encoding = $encoding, comment = '', strict_mode = true, "
+    "quote = $quote, escape = $quote, encoding = $encoding, comment = '', strict_mode = false, "
     "null_padding = false, ignore_errors = true, store_rejects = true, rejects_limit = 0, "
     "rejects_line_size_limit = 1)"
 )
