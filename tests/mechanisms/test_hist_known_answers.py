@@ -70,17 +70,22 @@ def abs_q(t: Fraction, beta: float) -> int:
 
 def test_spec_thresholds_at_eps1_delta1e6() -> None:
     assert stable_threshold(1.0, 1e-6, "replace") == 28
-    assert stable_threshold(1.0, 1e-6, "add_remove") == 15
     assert stable_threshold(1.0, 1e-6, "replace", "seed") == 31  # ⌈30.02⌉
-    assert stable_threshold(1.0, 1e-6, "add_remove", "seed") == 16  # ⌈15.5⌉
+    # add/remove: the counts get ε_c = 0.9·ε (0.1·ε pays the noisy total), t = 10/9
+    assert stable_threshold(1.0, 1e-6, "add_remove") == 16
+    assert stable_threshold(1.0, 1e-6, "add_remove", "seed") == 18  # ⌈1 + (10/9)·ln(2e6)⌉ = ⌈17.1⌉
+    # the spec's values 15 and 16 are those of counts at ε_c = 1 (t = 1): ε = 10/9
+    assert stable_threshold(Fraction(10, 9), 1e-6, "add_remove") == 15
+    assert stable_threshold(Fraction(10, 9), 1e-6, "add_remove", "seed") == 16  # ⌈15.5⌉
 
 
 @pytest.mark.parametrize("epsilon", [0.05, 0.1, 0.3, 0.5, 1.0, 2.0, 5.0, 10.0])
 @pytest.mark.parametrize("delta", [1e-12, 1e-9, 1e-6, 1e-3, 0.05, 0.3, 0.9])
 @pytest.mark.parametrize("neighbors", ["replace", "add_remove"])
 def test_thresholds_match_mpmath(epsilon: float, delta: float, neighbors: str) -> None:
-    t = noise_scale(epsilon, neighbors)
-    assert t == Fraction(2 if neighbors == "replace" else 1) / Fraction(repr(epsilon))
+    t = StableHistogramParams.build(epsilon, delta, neighbors).scale  # the counts' scale
+    # replace-one: 2/ε; add/remove: 1/ε_c with ε_c = (9/10)·ε (default share 0.1 for the total)
+    assert t == (Fraction(2) if neighbors == "replace" else Fraction(10, 9)) / Fraction(repr(epsilon))
     T = stable_threshold(epsilon, delta, neighbors, "tight")
     assert T == tight_T(t, delta)
     # T is valid and minimal (unless clamped at 1)
@@ -177,13 +182,7 @@ def test_stable_replace_error_bound_matches_mpmath(n: int, neighbors_delta: tupl
     assert r.count_error_bound(beta) == T - 1 + k
 
 
-def test_stable_add_remove_bounds() -> None:
-    r = stable_histogram(["a"] * 50, epsilon=1.0, delta=1e-6, neighbors="add_remove", rng=6)
-    assert r.error_bound(0.05) == 1.0
-    assert r.count_error_bound(0.05) == float("inf")
-    t = r.params.scale
-    assert r.count_error_bound(0.05, max_keys=1000) == 15 - 1 + all_within(t, 1000, 0.05)
-    assert r.frequencies.tolist() == [1.0]
+# The stable add/remove bounds (noisy total, split ε and β): test_hist_add_remove_total.py.
 
 
 @pytest.mark.parametrize("beta", [0.01, 0.1, 0.5])

@@ -8,6 +8,7 @@ broken mechanism (threshold − 1, noise scale × 0.8 or × 1.25, bound halved) 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from fractions import Fraction
@@ -69,7 +70,7 @@ def test_release_rate_of_count_one_keys_is_below_delta(neighbors: str, k: int) -
     """
     seed = 20261130 + k
     print(f"seed={seed}")
-    t = H.noise_scale(1.0, neighbors)
+    t = StableHistogramParams.build(1.0, 0.5, neighbors).scale  # the counts' scale (add/remove: 1/ε_c)
     q = mpmath.exp(-mpmath.mpf(t.denominator) / t.numerator)
     p_exact = float(q**k / (1 + q))
     delta = p_exact / 0.65
@@ -79,9 +80,7 @@ def test_release_rate_of_count_one_keys_is_below_delta(neighbors: str, k: int) -
     released = stable_histogram(data, epsilon=1.0, delta=delta, neighbors=neighbors, rng=seed).keys.size
     assert _release_rate_check(released, delta), f"seed={seed}: {released}/{TRIALS} released, δ={delta}"
 
-    broken = StableHistogramParams(
-        params.epsilon, params.delta, neighbors, "tight", params.scale, params.threshold - 1
-    )
+    broken = dataclasses.replace(params, threshold=params.threshold - 1)
     counts = H.count_keys(data, "test")
     released_broken = H._stable_release(counts, broken, seed + 1, None).keys.size
     assert not _release_rate_check(released_broken, delta), (

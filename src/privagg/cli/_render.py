@@ -49,11 +49,14 @@ def release_payload(release: HistogramRelease, *, beta: float) -> dict[str, Any]
         "threshold": None if release.threshold is None else int(release.threshold),
         "keys": json_keys(release.keys),
         "counts": np.asarray(release.counts).tolist(),
-        "frequencies": np.asarray(release.frequencies).tolist(),
+        "frequencies": np.where(  # NaN (stable add/remove, noisy total ≤ 0) → null
+            np.isfinite(release.frequencies), release.frequencies.astype(object), None
+        ).tolist(),
         "error_bound": _finite_or_none(release.error_bound(beta)),
         "beta": beta,
         "scale": float(release.scale),
         "n": None if release.n is None else int(release.n),
+        "noisy_total": release.noisy_total,  # stable add/remove: the frequencies' denominator
         "secure": bool(release.secure),
     }
 

@@ -106,6 +106,46 @@ def noise_scale(epsilon: Any, neighbors: str = "replace", *, where: str = "noise
     return _scale_cached(epsilon, neighbors, where)
 
 
+#: Default share of ε spent on the noisy total of the stable histogram under add/remove
+#: (docs/proofs/histograms.md §2.4 for the choice).
+DEFAULT_TOTAL_EPSILON_SHARE = 0.1
+
+
+def _check_total_share(where: str, share: Any, neighbors: str) -> Fraction | None:
+    """The share of ε for the noisy total as an exact rational in (0, 1), or None (replace-one).
+
+    Floats are read as their shortest decimal (``0.1`` → 1/10). Under replace-one n is public and
+    no total is released, so a share given there is an error rather than silently ignored.
+    """
+    if neighbors == "replace":
+        if share is not None:
+            raise fail(where, "total_epsilon_share", "omitted when neighbors='replace' (n is public)", share)
+        return None
+    if share is None:
+        share = DEFAULT_TOTAL_EPSILON_SHARE
+    check_delta(where, share, "total_epsilon_share")  # a real number in the open interval (0, 1)
+    return share if isinstance(share, Fraction) else Fraction(repr(float(share)))
+
+
+@functools.lru_cache(maxsize=256)
+def _split_scales(epsilon: Any, share: Fraction, where: str) -> tuple[Fraction, Fraction]:
+    """(t_c, t_n): the scales of the counts and of the total under add/remove, exact rationals.
+
+    ε (rounded down, :func:`_exact_epsilon`) is split as ε_n = share·ε and ε_c = ε − ε_n, each
+    rounded *down* to a denominator ≤ 2^40, and t = 1/ε_x rounded *up*: 1/t_c + 1/t_n ≤ ε.
+    """
+    eps = _exact_epsilon(epsilon, where)
+    try:
+        eps_n = to_fraction(share * eps, where=where, name="total_epsilon_share", direction="down")
+        eps_c = to_fraction(eps - eps_n, where=where, name="total_epsilon_share", direction="down")
+    except ParameterError:  # a share so close to 0 or 1 that one part vanishes: name the share
+        raise fail(where, "total_epsilon_share", "such that share·ε and (1 − share)·ε are >= 2**-40",
+                   float(share)) from None
+    t_c = to_fraction(1 / eps_c, where=where, name="epsilon", direction="up")
+    t_n = to_fraction(1 / eps_n, where=where, name="epsilon", direction="up")
+    return t_c, t_n
+
+
 def _charged_delta(delta: float) -> Fraction:
     """δ for the ledger: the larger of the float's exact value and its shortest decimal reading.
 
@@ -129,21 +169,33 @@ def _seed_threshold(scale: Fraction, delta: float) -> int:
         return int(mpmath.ceil(1 + x))
 
 
-def stable_threshold(epsilon: Any, delta: Any, neighbors: str = "replace", rule: str = "tight") -> int:
+def stable_threshold(
+    epsilon: Any,
+    delta: Any,
+    neighbors: str = "replace",
+    rule: str = "tight",
+    *,
+    total_epsilon_share: Any = None,
+) -> int:
     """Threshold T (in counts) of :func:`stable_histogram`: a key is kept iff its noisy count ≥ T.
 
     Parameters
     ----------
     epsilon : float
-        ε > 0.
+        ε > 0 (the whole release's ε).
     delta : float
         δ in (0, 1).
     neighbors : {"replace", "add_remove"}
-        Neighbour relation; fixes the noise scale t = 2/ε or 1/ε (:func:`noise_scale`).
+        Neighbour relation; fixes the noise scale of the counts: t = 2/ε (replace-one) or
+        t = 1/ε_c (add/remove, where ε_c = (1 − share)·ε is what is left for the counts once the
+        noisy total is paid; see :class:`StableHistogramParams`).
     rule : {"tight", "seed"}
         ``"tight"``: the smallest integer T ≥ 1 with P[Z ≥ T − 1] ≤ δ for Z ~ discrete
         Laplace(t), decided exactly. ``"seed"``: the seed's τ·n = 1 + t·ln(2/δ), rounded up to an
         integer (the comparison with an integer count is the same).
+
+    total_epsilon_share : float, optional
+        add/remove only: the share of ε spent on the noisy total (default 0.1).
 
     Returns
     -------
@@ -152,11 +204,13 @@ def stable_threshold(epsilon: Any, delta: Any, neighbors: str = "replace", rule:
     Examples
     --------
     >>> stable_threshold(1.0, 1e-6, "replace"), stable_threshold(1.0, 1e-6, "add_remove")
-    (28, 15)
+    (28, 16)
     >>> stable_threshold(1.0, 1e-6, "replace", rule="seed")
     31
     """
-    return StableHistogramParams.build(epsilon, delta, neighbors, rule, where="stable_threshold").threshold
+    return StableHistogramParams.build(
+        epsilon, delta, neighbors, rule, total_epsilon_share=total_epsilon_share, where="stable_threshold"
+    ).threshold
 
 
 def _beta_all(beta: float, m: int) -> float:
@@ -241,15 +295,27 @@ class LaplaceHistogramParams:
 class StableHistogramParams:
     """Public parameters of :func:`stable_histogram`; answers without data.
 
+    Under add/remove, n is private and the release also carries a noisy total n̂ = n + Z_n,
+    Z_n ~ DL(t_n), the denominator of the frequencies. ε is split: ε_n = share·ε for the total
+    (pure ε_n-DP, sensitivity 1), ε_c = ε − ε_n for the counts and the threshold ((ε_c, δ)-DP);
+    basic composition gives (ε_n + ε_c, δ) = (ε, δ). Under replace-one nothing is split.
+
     Attributes
     ----------
     epsilon, delta : float
+        The whole release's guarantee.
     neighbors : {"replace", "add_remove"}
     threshold_rule : {"tight", "seed"}
     scale : Fraction
-        Discrete Laplace scale t (:func:`noise_scale`).
+        Discrete Laplace scale t of the counts: 2/ε (replace-one, :func:`noise_scale`) or 1/ε_c
+        (add/remove).
     threshold : int
-        T: a present key is kept iff its noisy count ≥ T (:func:`stable_threshold`).
+        T: a present key is kept iff its noisy count ≥ T (:func:`stable_threshold`), computed for
+        the counts' scale.
+    total_scale : Fraction or None
+        Scale t_n = 1/ε_n of the noise on the total (add/remove), None under replace-one.
+    total_epsilon_share : float or None
+        The share ε_n/ε (add/remove; default 0.1), None under replace-one.
     """
 
     epsilon: float
@@ -258,6 +324,12 @@ class StableHistogramParams:
     threshold_rule: str
     scale: Fraction
     threshold: int
+    total_scale: Fraction | None = None
+    total_epsilon_share: float | None = None
+
+    def __post_init__(self) -> None:
+        if (self.total_scale is None) != (self.neighbors == "replace"):
+            raise ValueError("StableHistogramParams: total_scale is required under add/remove only")
 
     @classmethod
     def build(
@@ -267,15 +339,20 @@ class StableHistogramParams:
         neighbors: str = "replace",
         threshold: str = "tight",
         *,
+        total_epsilon_share: Any = None,
         where: str = "stable_histogram",
     ) -> StableHistogramParams:
         eps = check_epsilon(where, epsilon)
         dlt = check_delta(where, delta)
         check_choice(where, "neighbors", neighbors, NEIGHBORS)
         check_choice(where, "threshold", threshold, THRESHOLDS)
-        scale = noise_scale(epsilon, neighbors, where=where)
+        share = _check_total_share(where, total_epsilon_share, neighbors)
+        if share is None:
+            scale, total_scale = noise_scale(epsilon, neighbors, where=where), None
+        else:
+            scale, total_scale = _split_scales(epsilon, share, where)
         t = _tight_threshold(scale, dlt) if threshold == "tight" else _seed_threshold(scale, dlt)
-        return cls(eps, dlt, neighbors, threshold, scale, t)
+        return cls(eps, dlt, neighbors, threshold, scale, t, total_scale, None if share is None else float(share))
 
     @property
     def release_probability(self) -> float:
@@ -283,13 +360,26 @@ class StableHistogramParams:
         return DiscreteLaplace(self.scale).sf(self.threshold - 1)
 
     @property
-    def epsilon_exact(self) -> Fraction:
-        """The ε the noise actually gives: sensitivity / scale (≤ ε, exact)."""
+    def counts_epsilon(self) -> Fraction:
+        """ε_c = sensitivity / scale: what the counts and the threshold cost (exact)."""
         return Fraction(_SENSITIVITY[self.neighbors]) / self.scale
 
     @property
+    def total_epsilon(self) -> Fraction:
+        """ε_n = 1 / total_scale: what the noisy total costs (exact; 0 under replace-one)."""
+        return Fraction(0) if self.total_scale is None else 1 / self.total_scale
+
+    @property
+    def epsilon_exact(self) -> Fraction:
+        """The ε the noise actually gives: ε_c + ε_n (≤ ε, exact)."""
+        return self.counts_epsilon + self.total_epsilon
+
+    @property
     def privacy_loss(self) -> PrivacyLoss:
-        """(ε, δ)-DP under the chosen neighbour relation (ε = :attr:`epsilon_exact`)."""
+        """(ε, δ)-DP under the chosen neighbour relation (ε = :attr:`epsilon_exact`).
+
+        Under add/remove: the pure ε_n total composed with the (ε_c, δ) stable part.
+        """
         from ..accounting import PrivacyLoss
 
         return PrivacyLoss.approx(self.epsilon_exact, _charged_delta(self.delta))
@@ -309,7 +399,7 @@ class StableHistogramParams:
         return float(self.threshold - 1 + _abs_quantile_all(self.scale, m, beta))
 
     def public_parameters(self) -> dict[str, Any]:
-        return {
+        out = {
             "epsilon": self.epsilon,
             "delta": self.delta,
             "neighbors": self.neighbors,
@@ -317,6 +407,10 @@ class StableHistogramParams:
             "threshold": self.threshold,
             "scale": str(self.scale),
         }
+        if self.total_scale is not None:
+            out["total_epsilon_share"] = self.total_epsilon_share
+            out["total_scale"] = str(self.total_scale)
+        return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -341,8 +435,10 @@ class HistogramRelease:
     counts : numpy.ndarray of int64
         Noisy counts aligned with ``keys`` (may be negative for the Laplace histogram).
     frequencies : numpy.ndarray of float64
-        ``counts / n`` (replace-one: n public) or ``counts / max(1, total)`` (add/remove), with
-        ``total`` the sum of all released noisy counts (post-processing; no extra budget).
+        ``counts / n`` (replace-one: n public). Add/remove, laplace: ``counts / max(1, total)``
+        with ``total`` the sum of all released noisy counts (post-processing; no extra budget).
+        Add/remove, stable: ``counts / noisy_total`` (a separately released, budgeted total),
+        NaN when ``noisy_total ≤ 0``.
     epsilon, delta : float
         The guarantee (δ = 0.0 for the Laplace histogram).
     neighbors : {"replace", "add_remove"}
@@ -358,6 +454,9 @@ class HistogramRelease:
         Noisy count of the records outside the domain (``other=True``), else None.
     params : LaplaceHistogramParams or StableHistogramParams
         The data-free parameters (exact scale, accuracy).
+    noisy_total : int or None
+        Stable histogram under add/remove only: n̂ = n + Z_n, the number of records (missing
+        keys included) plus discrete Laplace noise of scale ``params.total_scale``; else None.
     """
 
     mechanism: str
@@ -373,10 +472,15 @@ class HistogramRelease:
     secure: bool
     params: LaplaceHistogramParams | StableHistogramParams = field(repr=False)
     other_count: int | None = None
+    noisy_total: int | None = None
 
     @property
     def total(self) -> int:
-        """Sum of all released noisy counts (other bin included): the add/remove denominator."""
+        """Sum of all released noisy counts (other bin included): the Laplace add/remove denominator.
+
+        (The stable histogram under add/remove divides by :attr:`noisy_total` instead: its released
+        counts miss the suppressed keys.)
+        """
         return int(self.counts.sum()) + (self.other_count or 0)
 
     @property
@@ -391,8 +495,17 @@ class HistogramRelease:
         """What this release spent, as a :class:`privagg.accounting.PrivacyLoss`."""
         return self.params.privacy_loss
 
-    def _denominator(self) -> int:
-        return self.n if self.n is not None else max(1, self.total)
+    def _denominator(self) -> float:
+        if self.n is not None:
+            return self.n
+        if self.noisy_total is not None:
+            return _total_denominator(self.noisy_total)
+        return max(1, self.total)
+
+    def _total_parts(self, beta: float) -> tuple[int, int]:
+        """Stable add/remove: (s, m) with P[|Z_n| > s] ≤ β/2 and m = max(1, n̂ + s) ≥ n on that event."""
+        s = _abs_quantile(self.params.total_scale, beta / 2)
+        return s, max(1, int(self.noisy_total) + s)
 
     def _bins(self) -> int:
         return self.params.bins if isinstance(self.params, LaplaceHistogramParams) else 0
@@ -400,8 +513,9 @@ class HistogramRelease:
     def error_bound(self, beta: float = 0.05) -> float:
         """B such that with probability ≥ 1 − β every key of the domain has |released − true frequency| ≤ B.
 
-        Keys that are not released count as frequency 0. Exact per case (proofs in
-        ``docs/proofs/histograms.md``), with k_m(β) the smallest k such that m independent noise
+        Keys that are not released count as frequency 0. The probability is over the noise
+        (unconditional: not conditioned on which keys were released). Exact per case (proofs in
+        ``docs/proofs/histograms.md`` §4), with k_m(β) the smallest k such that m independent noise
         draws all satisfy |Z| ≤ k with probability ≥ 1 − β:
 
         - laplace, replace-one: k_m(β)/n over the m noisy bins;
@@ -409,8 +523,12 @@ class HistogramRelease:
           with probability ≥ 1 − β/2; ``inf`` when N̂ ≤ s (the denominator is not known to be
           positive). True frequency = count / (sum of the true counts of the released bins);
         - stable, replace-one: (T − 1 + k_n(β))/n (at most n keys are present; zero keys are exact);
-        - stable, add/remove: 1.0 (every released frequency is in (0, 1], and n is private:
-          there is no finite data-free bound; see :meth:`count_error_bound`).
+        - stable, add/remove (true frequency F/n, n = all records): β/2 for the total, β/2 for the
+          counts. s = the smallest s with P[|Z_n| > s] ≤ β/2, so n ∈ [n̂ − s, n̂ + s]; at most
+          n ≤ n̂ + s keys are present, k = k_{n̂+s}(β/2). Released keys are within
+          (k + s·f⁺)/n̂ with f⁺ = min(1, (max count + k)/(n̂ − s)) ≥ every released key's true
+          frequency; suppressed keys have true frequency ≤ (T − 1 + k)/(n̂ − s). B is the larger;
+          ``inf`` when n̂ ≤ s (then also when n̂ ≤ 0, where the frequencies are NaN).
         """
         where = "HistogramRelease.error_bound"
         beta = check_beta(where, beta)
@@ -421,18 +539,27 @@ class HistogramRelease:
                 return _abs_quantile_all(t, m, beta) / self.n
             k = _abs_quantile_all(t, m, beta / 2)
             s = _sum_abs_quantile(t, m, beta / 2)
-            total = self.total
-            return (k + s) / total if total > s else math.inf
+            return _ratio_error_bound(k, s, self.total)
         if self.neighbors == "replace":
             return (self.threshold - 1 + _abs_quantile_all(t, self.n, beta)) / self.n
-        return 1.0
+        s, m = self._total_parts(beta)
+        total = int(self.noisy_total)
+        if total <= s:
+            return math.inf
+        k = _abs_quantile_all(t, m, beta / 2)
+        top = int(self.counts.max()) if self.counts.size else 0
+        f_up = min(1.0, (top + k) / (total - s))
+        released = _ratio_error_bound(k, s * f_up, total)
+        return max(released, (self.threshold - 1 + k) / (total - s))
 
     def count_error_bound(self, beta: float = 0.05, *, max_keys: int | None = None) -> float:
         """k such that with probability ≥ 1 − β every key (released or not) has |released − true count| ≤ k.
 
         laplace: k over the m bins. stable: T − 1 + k over the present keys, whose number is at
-        most n (replace-one) or a public bound ``max_keys`` you give (add/remove; ``inf`` without
-        it, since n is private). ``max_keys`` overrides n when given.
+        most n (replace-one) or a public bound ``max_keys`` you give. Stable under add/remove
+        without ``max_keys``: β/2 goes to the noisy total, whose upper end n̂ + s bounds n (hence
+        the number of present keys) with probability ≥ 1 − β/2, and T − 1 + k_{n̂+s}(β/2) is
+        returned. ``max_keys`` overrides n when given.
         """
         where = "HistogramRelease.count_error_bound"
         beta = check_beta(where, beta)
@@ -440,6 +567,9 @@ class HistogramRelease:
             return float(self.params.count_error_bound(beta))
         if max_keys is None and self.n is not None:
             max_keys = max(1, self.n)
+        if max_keys is None and self.noisy_total is not None:
+            _, m = self._total_parts(beta)
+            return float(self.threshold - 1 + _abs_quantile_all(self.params.scale, m, beta / 2))
         return self.params.count_error_bound(beta, max_keys=max_keys)
 
     def confidence_intervals(
@@ -450,9 +580,10 @@ class HistogramRelease:
         Coverage is per key and unconditional (not simultaneous; for all keys at once use
         :meth:`error_bound`). Counts: noisy count ± a with a the smallest k with P[|Z| > k] ≤ β,
         clipped to the feasible range [0, n] (so an interval is never empty). Frequencies: the
-        count interval / n (replace-one); under add/remove, with β split between the key and the
-        total, [(c − a')/(N̂ + s), (c + a')/(N̂ − s)] clipped to [0, 1] (laplace; [0, 1] when
-        N̂ ≤ s), and [0, 1] for the stable histogram (its total misses the suppressed keys).
+        count interval / n (replace-one); under add/remove, with β split evenly between the key
+        and the total, [(c − a')/(N̂ + s), (c + a')/(N̂ − s)] clipped to [0, 1] ([0, 1] when
+        N̂ ≤ s), where N̂ is the sum of the released counts (laplace; s bounds |ΣZ|) or the
+        separately released :attr:`noisy_total` (stable; s bounds |Z_n|, true frequency F/n).
         For the stable histogram, a key that was released may have been selected by large noise:
         coverage holds over the draws of the noise, not conditionally on the key being released.
 
@@ -479,16 +610,12 @@ class HistogramRelease:
             if unit == "count":
                 return low, high
             return low / self.n, high / self.n
-        if self.mechanism == "stable_histogram":
-            return np.zeros_like(c), np.ones_like(c)
         a = _abs_quantile(t, beta / 2)
-        s = _sum_abs_quantile(t, self._bins(), beta / 2)
-        total = self.total
-        if total <= s:
-            return np.zeros_like(c), np.ones_like(c)
-        low = np.clip((c - a) / (total + s), 0.0, 1.0)
-        high = np.clip((c + a) / (total - s), 0.0, 1.0)
-        return low, high
+        if self.mechanism == "stable_histogram":
+            s, total = self._total_parts(beta)[0], int(self.noisy_total)
+        else:
+            s, total = _sum_abs_quantile(t, self._bins(), beta / 2), self.total
+        return _ratio_intervals(c, a, s, total)
 
     def to_dict(self) -> dict[Any, float]:
         """{key: frequency}; the ``other`` bin, when present, under the key None."""
@@ -560,7 +687,7 @@ class HistogramRelease:
             lw=0.8,
         )
         ax.set_xticks(x, [str(k) for k in self.keys[idx].tolist()], rotation=90, fontsize=7)
-        if self.threshold is not None:
+        if self.threshold is not None and math.isfinite(self._denominator()):
             ax.axhline(
                 self.threshold / self._denominator(),
                 color="#c03030",
@@ -611,8 +738,30 @@ def _charge(ledger: Any, params: LaplaceHistogramParams | StableHistogramParams,
         ledger.charge(params.privacy_loss, mechanism=mechanism, parameters=params.public_parameters())
 
 
-def _frequencies(counts: np.ndarray, denominator: int) -> np.ndarray:
+def _frequencies(counts: np.ndarray, denominator: float) -> np.ndarray:
     return counts / np.float64(denominator)
+
+
+def _total_denominator(noisy_total: int) -> float:
+    """The stable add/remove denominator: n̂ itself, NaN when n̂ ≤ 0 (no frequency exists)."""
+    return float(noisy_total) if noisy_total >= 1 else math.nan
+
+
+def _ratio_error_bound(k: float, s: float, total: int) -> float:
+    """(k + s)/N̂ for frequencies c/N̂ with count noise ≤ k and total noise ≤ s; ∞ when N̂ ≤ s.
+
+    Shared by both add/remove paths (proof: docs/proofs/histograms.md §4.2 and §4.4).
+    """
+    return (k + s) / total if total > s else math.inf
+
+
+def _ratio_intervals(c: np.ndarray, a: int, s: int, total: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-key [(c − a)/(N̂ + s), (c + a)/(N̂ − s)] clipped to [0, 1]; [0, 1] when N̂ ≤ s (§4.5)."""
+    if total <= s:
+        return np.zeros_like(c), np.ones_like(c)
+    low = np.clip((c - a) / (total + s), 0.0, 1.0)
+    high = np.clip((c + a) / (total - s), 0.0, 1.0)
+    return low, high
 
 
 def laplace_histogram(
@@ -748,6 +897,7 @@ def stable_histogram(
     delta: Any,
     neighbors: str = "replace",
     threshold: str = "tight",
+    total_epsilon_share: Any = None,
     rng: Any = None,
     ledger: Any = None,
 ) -> HistogramRelease:
@@ -755,9 +905,11 @@ def stable_histogram(
 
     Algorithm: count the keys present in ``data`` (the domain is never materialized: cost O(n)
     whatever the number of possible keys); add an exact discrete Laplace draw of scale
-    t = 2/ε (replace-one) or 1/ε (add/remove) to each count; keep a key iff its noisy count is
+    t = 2/ε (replace-one) or 1/ε_c (add/remove) to each count; keep a key iff its noisy count is
     **≥ T** (:func:`stable_threshold`); release kept keys (sorted), their noisy counts and
-    frequencies ``count / n`` (replace-one) or ``count / max(1, Σ kept counts)`` (add/remove).
+    frequencies ``count / n`` (replace-one). Under add/remove n is private: the release also
+    carries a noisy total n̂ = n + Z_n, Z_n ~ DL(1/ε_n), from the same generator, and the
+    frequencies are ``count / n̂`` (NaN when n̂ ≤ 0); ε_n = share·ε and ε_c = ε − ε_n.
     Keys absent from the data are never released.
 
     Parameters
@@ -770,20 +922,26 @@ def stable_histogram(
         δ in (0, 1).
     neighbors : {"replace", "add_remove"}
     threshold : {"tight", "seed"}
-        ``"tight"`` (default): smallest integer T ≥ 1 with P[Z ≥ T − 1] ≤ δ (T = 28 replace-one,
-        15 add/remove at ε = 1, δ = 1e-6). ``"seed"``: ⌈1 + t·ln(2/δ)⌉ (31 and 16).
+        ``"tight"`` (default): smallest integer T ≥ 1 with P[Z ≥ T − 1] ≤ δ for the counts' scale
+        (T = 28 replace-one, 16 add/remove at ε = 1, δ = 1e-6 with the default share).
+        ``"seed"``: ⌈1 + t·ln(2/δ)⌉ (31 and 18).
+    total_epsilon_share : float, optional
+        add/remove only (an error under replace-one, where n is public): the share of ε spent on
+        the noisy total, in (0, 1); default 0.1 (docs/proofs/histograms.md §2.4). The counts and
+        the threshold use ε_c = (1 − share)·ε.
     rng, ledger
-        As in :func:`laplace_histogram`; the ledger is charged (ε, δ).
+        As in :func:`laplace_histogram`; the ledger is charged (ε, δ) once, for both parts.
 
     Returns
     -------
     HistogramRelease
-        ``keys`` = kept keys sorted, ``counts`` int64 ≥ T, ``threshold`` = T.
+        ``keys`` = kept keys sorted, ``counts`` int64 ≥ T, ``threshold`` = T; ``noisy_total``
+        = n̂ under add/remove.
 
     Raises
     ------
     ParameterError
-        Bad ε, δ, neighbours, threshold or rng; 2-D or unhashable data; empty data under
+        Bad ε, δ, neighbours, threshold, share or rng; 2-D or unhashable data; empty data under
         replace-one (under add/remove an empty input gives a valid empty release).
     BudgetExceededError
         From ``ledger``; nothing is released.
@@ -792,8 +950,9 @@ def stable_histogram(
     -------
     (ε, δ)-DP for the chosen neighbour relation, with δ ≥ P[Z ≥ T − 1]: a neighbour changes
     counts by 1 (pure ε part), and at most one key's presence matters at a time (the δ part).
-    Public: ε, δ, the rule, the neighbour relation, n under replace-one. The set of possible keys
-    is not needed.
+    Under add/remove the noisy total (sensitivity 1) is ε_n-DP and the counts (ε_c, δ)-DP;
+    together (ε_n + ε_c, δ) with ε_n + ε_c ≤ ε. Public: ε, δ, the rule, the share, the
+    neighbour relation, n under replace-one. The set of possible keys is not needed.
 
     References
     ----------
@@ -806,7 +965,9 @@ def stable_histogram(
     (28, ['a'])
     """
     where = "stable_histogram"
-    params = StableHistogramParams.build(epsilon, delta, neighbors, threshold, where=where)
+    params = StableHistogramParams.build(
+        epsilon, delta, neighbors, threshold, total_epsilon_share=total_epsilon_share, where=where
+    )
     resolve_rng(rng, where)
     return _stable_release(count_keys(data, where), params, rng, ledger)
 
@@ -818,11 +979,18 @@ def stable_histogram_from_counts(
     delta: Any,
     neighbors: str = "replace",
     threshold: str = "tight",
+    total_epsilon_share: Any = None,
     rng: Any = None,
     ledger: Any = None,
 ) -> HistogramRelease:
-    """:func:`stable_histogram` on counts made by an engine (same parameters, same guarantee)."""
-    params = StableHistogramParams.build(epsilon, delta, neighbors, threshold, where="stable_histogram")
+    """:func:`stable_histogram` on counts made by an engine (same parameters, same guarantee).
+
+    ``key_counts.n`` (every record, missing keys included) is what the noisy total perturbs
+    under add/remove.
+    """
+    params = StableHistogramParams.build(
+        epsilon, delta, neighbors, threshold, total_epsilon_share=total_epsilon_share, where="stable_histogram"
+    )
     return _stable_release(key_counts, params, rng, ledger)
 
 
@@ -842,7 +1010,10 @@ def _stable_release(
     order = sort_order(keys)
     keys, kept = keys[order], kept[order]
     n = key_counts.n if params.neighbors == "replace" else None
-    denominator = n if n is not None else max(1, int(kept.sum()))
+    noisy_total = None
+    if params.total_scale is not None:  # add/remove: n is private, release n + Z_n (§2.4)
+        noisy_total = int(key_counts.n) + int(discrete_laplace(params.total_scale, size=1, rng=gen)[0])
+    denominator = n if n is not None else _total_denominator(noisy_total)
     return HistogramRelease(
         mechanism=where,
         keys=keys,
@@ -856,6 +1027,7 @@ def _stable_release(
         n=n,
         secure=secure,
         params=params,
+        noisy_total=noisy_total,
     )
 
 
