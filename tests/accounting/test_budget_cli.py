@@ -44,7 +44,7 @@ def test_init_show_table_and_json(tmp_path: Path) -> None:
     (["--epsilon", "1", "--delta", "1"], "parameter 'delta' must be a number in [0, 1); got '1'."),
 ])
 def test_init_rejects_bad_numbers(tmp_path: Path, args: list[str], message: str) -> None:
-    result = CliRunner().invoke(budget, ["init", str(tmp_path / "b.db"), *args])
+    result = CliRunner().invoke(budget, ["init", str(tmp_path / "b.db"), "--delta", "0", *args])
     assert isinstance(result.exception, ParameterError)
     assert str(result.exception) == "privagg budget init: " + message
     assert not (tmp_path / "b.db").exists()
@@ -52,7 +52,7 @@ def test_init_rejects_bad_numbers(tmp_path: Path, args: list[str], message: str)
 
 def test_init_is_exact_for_decimals(tmp_path: Path) -> None:
     path = str(tmp_path / "b.db")
-    CliRunner().invoke(budget, ["init", path, "--epsilon", "0.3"])
+    CliRunner().invoke(budget, ["init", path, "--epsilon", "0.3", "--delta", "0"])
     with Ledger(path) as ledger:
         for _ in range(3):
             ledger.charge(PrivacyLoss.pure(0.1), mechanism="m")
@@ -66,8 +66,8 @@ def _privagg(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_exit_codes_through_the_main_command(tmp_path: Path) -> None:
     path = tmp_path / "b.db"
-    assert _privagg("budget", "init", str(path), "--epsilon", "1").returncode == 0
-    again = _privagg("budget", "init", str(path), "--epsilon", "1")
+    assert _privagg("budget", "init", str(path), "--epsilon", "1", "--delta", "0").returncode == 0
+    again = _privagg("budget", "init", str(path), "--epsilon", "1", "--delta", "0")
     assert again.returncode == 2 and "never overwritten" in again.stderr
     assert "Traceback" not in again.stderr and len(again.stderr.strip().splitlines()) == 1
     shown = _privagg("budget", "show", str(path), "--json")
