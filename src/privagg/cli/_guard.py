@@ -25,6 +25,7 @@ import signal
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from fractions import Fraction
 from types import FrameType
 from typing import Any
 
@@ -41,6 +42,7 @@ class Session:
     interrupts: int = 0
     deferring: bool = False
     output_done: bool = False
+    charging: bool = False  # inside Ledger.charge: committed or not is unknown if it is cut short
     charges: list[Charge] = field(default_factory=list)
 
     def handle(self, signum: int, frame: FrameType | None) -> None:
@@ -95,14 +97,20 @@ class _ChargingLedger:
         state = current()
         if state is not None:
             state.deferring = True
+            state.charging = True
         try:
             made = self._ledger.charge(loss, mechanism=mechanism, parameters=parameters,
                                        context=self._context)
-        except BaseException:
-            if state is not None and not state.charges:
-                state.deferring = False  # nothing was charged: Ctrl-C stops at once again
+        except Exception:  # refused (budget, locked file): nothing was recorded
+            if state is not None:
+                state.charging = False
+                if not state.charges:
+                    state.deferring = False  # Ctrl-C stops at once again
             raise
+        # A KeyboardInterrupt (second Ctrl-C) leaves ``charging`` set: the transaction was
+        # committed or rolled back as a whole, but this process cannot tell which.
         if state is not None:
+            state.charging = False
             state.charges.append(made)
         return made
 
@@ -142,7 +150,5 @@ def charge_line() -> str | None:
     return text
 
 
-def _exact(amount: Mapping[str, Any], name: str) -> Any:
-    from fractions import Fraction
-
+def _exact(amount: Mapping[str, Any], name: str) -> Fraction:
     return Fraction(amount[f"{name}_exact"])

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .. import _validate
+from ..errors import ParameterError
 
 __all__ = ["OutputError", "PLOT_FORMATS", "plot_target", "save_figure", "literal_text"]
 
@@ -37,27 +37,32 @@ class OutputError(Exception):
     """An output file could not be written after the release was printed (exit status 4)."""
 
 
+def _path_fail(where: str, name: str, rule: str, path: Path | str) -> ParameterError:
+    """The standard one-line error with the whole path (``_validate.fail`` shortens values)."""
+    return ParameterError(f"{where}: parameter '{name}' must be {rule}; got {str(path)!r}.")
+
+
 def plot_target(where: str, name: str, path: Path) -> Path:
     """The file a plot will be written to, or ParameterError now (public reasons only).
 
     A name without a suffix gets ``.png``; an unknown suffix is refused.
     """
     if importlib.util.find_spec("matplotlib") is None:
-        raise _validate.fail(where, name, "usable: install matplotlib (pip install 'privagg[plot]')",
+        raise _path_fail(where, name, "usable: install matplotlib (pip install 'privagg[plot]')",
                              str(path))
     if not path.suffix:
         path = path.with_name(path.name + "." + DEFAULT_FORMAT)
     fmt = path.suffix[1:].lower()
     if fmt not in PLOT_FORMATS:
         rule = "a file name ending in ." + ", .".join(PLOT_FORMATS) + " (or no suffix: .png)"
-        raise _validate.fail(where, name, rule, str(path))
+        raise _path_fail(where, name, rule, str(path))
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
-        raise _validate.fail(where, name, "a path in an existing folder", str(path))
+        raise _path_fail(where, name, "a path in an existing folder", str(path))
     if os.path.isdir(path):
-        raise _validate.fail(where, name, "a file path, not a folder", str(path))
+        raise _path_fail(where, name, "a file path, not a folder", str(path))
     if not os.access(folder, os.W_OK | os.X_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
-        raise _validate.fail(where, name, "a writable file path", str(path))
+        raise _path_fail(where, name, "a writable file path", str(path))
     return path
 
 

@@ -76,9 +76,26 @@ def plain_console(*, stderr: bool = False, **kwargs: Any) -> Console:
     return Console(stderr=stderr, markup=False, emoji=False, highlight=False, **kwargs)
 
 
-def dumps(payload: Any) -> str:
-    """One line of JSON: ASCII only (``ensure_ascii``), no NaN, numpy scalars and dates converted."""
+def dumps(payload: Any, *, finite: bool = False) -> str:
+    """One line of JSON: ASCII only (``ensure_ascii``), numpy scalars and dates converted.
+
+    With ``finite``, every non-finite float becomes ``null`` (for small payloads such as a mean:
+    a release that overflowed must still print, after the charge); without it, NaN or infinity
+    is a bug and raises.
+    """
+    if finite:
+        payload = _finite(payload)
     return json.dumps(payload, default=_json_default, allow_nan=False, ensure_ascii=True)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _json_default(value: Any) -> Any:

@@ -94,7 +94,7 @@ def kmeans(
         "secure": bool(release.secure),
     }
     if as_json:
-        sys.stdout.write(dumps({**payload, **_guard.charge_fields()}) + "\n")
+        sys.stdout.write(dumps({**payload, **_guard.charge_fields()}, finite=True) + "\n")
     else:
         click.echo(f"private k-means of {visible(file.name)} · columns {visible(', '.join(cols))} · k = {k}")
         click.echo(f"guarantee   ε = {release.epsilon:.4g}, δ = {release.delta:.3g} (add/remove neighbours)")

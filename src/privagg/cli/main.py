@@ -54,7 +54,10 @@ def _print_error(exc: BaseException) -> None:
 
 def _interrupted() -> int:
     state = _guard.current()
-    if state is None or not state.charges:
+    if state is not None and state.charging:
+        _line("privagg: interrupted during the ledger charge (recorded once or not at all: see "
+              "'privagg budget show'); the release was not shown")
+    elif state is None or not state.charges:
         _line("privagg: interrupted; nothing was charged")
     elif state.output_done:
         _line("privagg: interrupted (the release above was charged and printed)")

@@ -86,7 +86,7 @@ def mean(
         "secure": bool(release.secure),
     }
     if as_json:
-        sys.stdout.write(dumps({**payload, **_guard.charge_fields()}) + "\n")
+        sys.stdout.write(dumps({**payload, **_guard.charge_fields()}, finite=True) + "\n")
     else:
         _print_table(file, cols, release, given_radius=r is not None)
         line = _guard.charge_line()
