@@ -1,7 +1,8 @@
 """A persistent privacy-budget ledger on SQLite (one file per dataset).
 
 The file holds the dataset's total budget (ε, δ), every charge (time, mechanism, public
-parameters, loss) and the running total spent. Each :meth:`Ledger.charge` is one
+parameters, loss, and an optional public *context* such as the file and columns a command read)
+and the running total spent. Each :meth:`Ledger.charge` is one
 ``BEGIN IMMEDIATE`` transaction (WAL journal, ``synchronous=FULL``): read what was spent, refuse
 with :class:`privagg.BudgetExceededError` if the charge would not fit, else record it and commit.
 Callers charge *before* drawing noise and show a result only after ``charge`` returned, so a crash
@@ -27,7 +28,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from fractions import Fraction
 from types import MappingProxyType
@@ -59,9 +60,11 @@ CREATE TABLE spent (
 CREATE TABLE charges (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     time TEXT NOT NULL, mechanism TEXT NOT NULL, parameters TEXT NOT NULL,
-    loss TEXT NOT NULL, epsilon TEXT NOT NULL, delta TEXT NOT NULL
+    loss TEXT NOT NULL, epsilon TEXT NOT NULL, delta TEXT NOT NULL, context TEXT
 );
 """
+# Ledgers written before the ``context`` column existed are read as they are (every context is
+# empty); the first charge with a context adds the column inside its write transaction.
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,12 @@ class Charge:
         Its public parameters (read-only; JSON values).
     loss : PrivacyLoss
         The loss charged (pure or approximate).
+    context : Mapping[str, Any]
+        Public description of what was released (read-only; JSON values), e.g. the command,
+        the file path and the column(s) the command line read; empty when none was given.
+    remaining : PrivacyLoss or None
+        The budget left right after this charge committed (total minus the charges up to and
+        including this one). Not part of equality.
     """
 
     id: int
@@ -87,11 +96,14 @@ class Charge:
     mechanism: str
     parameters: Mapping[str, Any]
     loss: PrivacyLoss
+    context: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    remaining: PrivacyLoss | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {"id": self.id, "time": self.time, "mechanism": self.mechanism,
-                "parameters": dict(self.parameters), "loss": self.loss.to_dict()}
+                "parameters": dict(self.parameters), "loss": self.loss.to_dict(),
+                "context": dict(self.context)}
 
 
 def _frac(text: str) -> Fraction:
@@ -232,12 +244,20 @@ class Ledger:
     def charges(self) -> list[Charge]:
         """Every committed charge, oldest first."""
         with self._read() as conn:
-            rows = conn.execute("SELECT id, time, mechanism, parameters, loss FROM charges "
-                                "ORDER BY id").fetchall()
-        return [self._charge_from_row(row) for row in rows]
+            context = "context" if _has_context(conn) else "NULL"
+            rows = conn.execute(f"SELECT id, time, mechanism, parameters, loss, {context} "
+                                "FROM charges ORDER BY id").fetchall()
+        out, eps, dlt = [], Fraction(0), Fraction(0)
+        for row in rows:  # one row per charge: bookkeeping, not data
+            c = self._charge_from_row(row)
+            eps, dlt = eps + c.loss.epsilon, dlt + c.loss.delta
+            out.append(Charge(c.id, c.time, c.mechanism, c.parameters, c.loss, c.context,
+                              self._like_total(self._total[0] - eps, self._total[1] - dlt)))
+        return out
 
     def charge(self, loss: PrivacyLoss, *, mechanism: str,
-               parameters: Mapping[str, Any] | None = None) -> Charge:
+               parameters: Mapping[str, Any] | None = None,
+               context: Mapping[str, Any] | None = None) -> Charge:
         """Record ``loss`` against the budget, or refuse without recording anything.
 
         Call this after validating inputs and before drawing any noise; show a result only after
@@ -252,11 +272,14 @@ class Ledger:
         parameters : Mapping, optional
             The mechanism's public parameters; must be JSON-serialisable (Fractions and numpy
             scalars are accepted). Never pass data.
+        context : Mapping, optional
+            A public description of the release (what the command line records: command, file
+            path, column(s)); JSON-serialisable like ``parameters``. Never pass data.
 
         Returns
         -------
         Charge
-            The committed record.
+            The committed record, with ``remaining`` (the budget left right after it).
 
         Raises
         ------
@@ -280,6 +303,12 @@ class Ledger:
         except (TypeError, ValueError):
             raise fail(where, "parameters", "a mapping of JSON-serialisable public values",
                        type(parameters).__name__) from None
+        try:
+            context_json = json.dumps(dict(context or {}), sort_keys=True, allow_nan=False,
+                                      default=_json_default)
+        except (TypeError, ValueError):
+            raise fail(where, "context", "a mapping of JSON-serialisable public values",
+                       type(context).__name__) from None
         loss_json = json.dumps(loss.to_dict(), sort_keys=True)
         with self._write() as conn:
             eps, dlt, count = self._spent_row(conn)
@@ -291,14 +320,20 @@ class Ledger:
                     f"({self._like_total(total_eps - eps, total_dlt - dlt)}) of "
                     f"({self.total}); nothing was charged or released.")
             stamp = _now()
-            cur = conn.execute(
-                "INSERT INTO charges (time, mechanism, parameters, loss, epsilon, delta) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (stamp, mechanism, params_json, loss_json, str(loss.epsilon), str(loss.delta)))
+            columns = "time, mechanism, parameters, loss, epsilon, delta"
+            values = [stamp, mechanism, params_json, loss_json, str(loss.epsilon), str(loss.delta)]
+            if context:
+                if not _has_context(conn):  # a ledger from before the column existed
+                    conn.execute("ALTER TABLE charges ADD COLUMN context TEXT")
+                columns, values = columns + ", context", values + [context_json]
+            marks = ", ".join("?" * len(values))
+            cur = conn.execute(f"INSERT INTO charges ({columns}) VALUES ({marks})", values)
             conn.execute("UPDATE spent SET epsilon = ?, delta = ?, charges = ? WHERE id = 1",
                          (str(new_eps), str(new_dlt), count + 1))
             charge_id = cur.lastrowid
-        return Charge(charge_id, stamp, mechanism, MappingProxyType(json.loads(params_json)), loss)
+        return Charge(charge_id, stamp, mechanism, MappingProxyType(json.loads(params_json)), loss,
+                      MappingProxyType(json.loads(context_json)),
+                      self._like_total(total_eps - new_eps, total_dlt - new_dlt))
 
     def verify(self) -> None:
         """Full check: SQLite ``integrity_check`` and Σ of the charges equal to the recorded spend.
@@ -399,7 +434,9 @@ class Ledger:
 
     def _charge_from_row(self, row: tuple[Any, ...]) -> Charge:
         loss = PrivacyLoss.from_dict(json.loads(row[4]))
-        return Charge(int(row[0]), row[1], row[2], MappingProxyType(json.loads(row[3])), loss)
+        context = MappingProxyType(json.loads(row[5]) if row[5] else {})
+        return Charge(int(row[0]), row[1], row[2], MappingProxyType(json.loads(row[3])), loss,
+                      context)
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -457,6 +494,11 @@ def _publish(tmp: str, target: str) -> None:
             out.write(src.read())
             out.flush()
             os.fsync(out.fileno())
+
+
+def _has_context(conn: sqlite3.Connection) -> bool:
+    """Whether the ``charges`` table has the (optional) ``context`` column."""
+    return any(row[1] == "context" for row in conn.execute("PRAGMA table_info(charges)"))
 
 
 def _split(script: str) -> list[str]:

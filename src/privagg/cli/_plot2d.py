@@ -6,25 +6,23 @@ points are private and are never plotted, and no density of them is drawn.
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
 
 from .. import _validate
+from ._output import literal_text, plot_target, save_figure
+from ._render import visible
 
 __all__ = ["check_plot", "plot_released"]
 
 NOTE = "only released values are shown; the points are private and never plotted"
 
 
-def check_plot(where: str, path: Path, d: int) -> None:
-    """Refuse ``--plot`` before any data are read (public reasons only)."""
+def check_plot(where: str, path: Path, d: int) -> Path:
+    """Refuse ``--plot`` before any data are read (public reasons only); the file to write."""
     if d != 2:
         raise _validate.fail(where, "plot", "used with exactly 2 columns", f"{d} columns")
-    if importlib.util.find_spec("matplotlib") is None:
-        raise _validate.fail(where, "plot", "usable: install matplotlib (pip install 'privagg[plot]')", str(path))
-    if not path.resolve().parent.is_dir():
-        raise _validate.fail(where, "plot", "a path in an existing folder", str(path))
+    return plot_target(where, "plot", path)
 
 
 def plot_released(
@@ -38,7 +36,26 @@ def plot_released(
     ball: tuple[Sequence[float], float] | None = None,
     ball_label: str = "",
 ) -> None:
-    """Released ``points`` as crosses, optionally a released ball ``(center, radius)`` dashed."""
+    """Released ``points`` as crosses, optionally a released ball ``(center, radius)`` dashed.
+
+    Column names and the title are drawn as literal, escaped text. A failure to write the file
+    (after the release was printed) is an :class:`~privagg.cli._output.OutputError`.
+    """
+    with literal_text():
+        fig = _figure(points=points, label=label, columns=[visible(c) for c in columns],
+                      title=visible(title), ball=ball, ball_label=ball_label)
+    save_figure(fig, path)
+
+
+def _figure(
+    *,
+    points: Sequence[Sequence[float]],
+    label: str,
+    columns: Sequence[str],
+    title: str,
+    ball: tuple[Sequence[float], float] | None,
+    ball_label: str,
+) -> object:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.patches import Circle
@@ -63,7 +80,4 @@ def plot_released(
     ax.set_xlabel(columns[0])
     ax.set_ylabel(columns[1])
     ax.set_title(f"{title}\n({NOTE})", fontsize=9)
-    try:
-        fig.savefig(path)
-    except OSError:
-        raise _validate.fail(where, "plot", "a writable file path", str(path)) from None
+    return fig

@@ -1,19 +1,101 @@
-"""Output of the command line: one JSON object for machines, a rich table for people."""
+"""Output of the command line: one JSON object for machines, a rich table for people.
+
+Every string that is printed — released keys, and public strings such as file names and column
+names — is plain text: rich markup (``[bold]``), emoji codes (``:smile:``) and highlighting are
+never interpreted, and invisible or terminal-controlling characters are shown as escapes by
+:func:`visible`. JSON is written with ``ensure_ascii`` (the default of :func:`json.dumps`): every
+character outside printable ASCII is a ``\\uXXXX`` escape, so no raw control byte reaches stdout.
+"""
 
 from __future__ import annotations
 
 import datetime as _dt
 import json
 import math
+import re
 import sys
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from ..mechanisms.histogram import HistogramRelease
 
-__all__ = ["release_payload", "print_json", "print_table", "format_float", "json_keys", "summary_rows"]
+__all__ = [
+    "release_payload", "print_json", "print_table", "format_float", "json_keys", "summary_rows",
+    "visible", "plain_console", "dumps",
+]
+
+# Characters shown as escapes: C0 controls, DEL and C1 controls (ESC starts terminal sequences),
+# surrogates (an undecodable byte of a file name), the line and paragraph separators, and every
+# format character (Unicode category Cf): the bidi embeddings, overrides and isolates
+# (U+202A–U+202E, U+2066–U+2069, U+200E/U+200F, U+061C), zero-width characters (U+200B–U+200D,
+# U+2060, U+FEFF), the soft hyphen, tag characters and the rest. Format characters are escaped
+# even where they are legitimate (ZWJ in emoji sequences, ZWNJ in some scripts): two distinct
+# keys must never look alike in a table. The backslash itself is doubled, so an escape shown is
+# never confused with a key that holds the same text.
+_INVISIBLE = re.compile(
+    r"[\\\x00-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e"
+    r"\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb"
+    r"\ud800-\udfff\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
+    r"\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]"
+)
+
+
+def _escape(match: re.Match[str]) -> str:
+    c = match.group()
+    if c == "\\":
+        return "\\\\"
+    code = ord(c)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def visible(text: object, *, backslash: bool = True) -> str:
+    """``text`` with every invisible or terminal-controlling character as an escape (``\\x1b``,
+    ``\\u202e``), for printing; with ``backslash`` (the default) a backslash is shown doubled.
+
+    The result is plain text: print it through :func:`plain_console` or ``click.echo``, never as
+    rich markup.
+    """
+    s = text if isinstance(text, str) else str(text)
+    if backslash:
+        return _INVISIBLE.sub(_escape, s)
+    return _INVISIBLE.sub(lambda m: m.group() if m.group() == "\\" else _escape(m), s)
+
+
+def plain_console(*, stderr: bool = False, **kwargs: Any) -> Console:
+    """A rich Console that never interprets markup, emoji codes or highlighting in strings."""
+    from rich.console import Console
+
+    return Console(stderr=stderr, markup=False, emoji=False, highlight=False, **kwargs)
+
+
+def dumps(payload: Any, *, finite: bool = False) -> str:
+    """One line of JSON: ASCII only (``ensure_ascii``), numpy scalars and dates converted.
+
+    With ``finite``, every non-finite float becomes ``null`` (for small payloads such as a mean:
+    a release that overflowed must still print, after the charge); without it, NaN or infinity
+    is a bug and raises.
+    """
+    if finite:
+        payload = _finite(payload)
+    return json.dumps(payload, default=_json_default, allow_nan=False, ensure_ascii=True)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _json_default(value: Any) -> Any:
@@ -61,10 +143,10 @@ def release_payload(release: HistogramRelease, *, beta: float) -> dict[str, Any]
     }
 
 
-def print_json(release: HistogramRelease, *, beta: float) -> None:
-    """Print the release as one JSON object on stdout (non-finite numbers become null)."""
-    text = json.dumps(release_payload(release, beta=beta), default=_json_default, allow_nan=False)
-    sys.stdout.write(text + "\n")
+def print_json(release: HistogramRelease, *, beta: float, extra: dict[str, Any] | None = None) -> None:
+    """Print the release (and ``extra`` fields) as one JSON object on stdout (non-finite numbers
+    become null)."""
+    sys.stdout.write(dumps({**release_payload(release, beta=beta), **(extra or {})}) + "\n")
 
 
 def format_float(x: float, digits: int = 3) -> str:
@@ -99,11 +181,13 @@ def _bound_text(bound: float) -> str:
 
 
 def print_table(release: HistogramRelease, *, beta: float, rows: int = 30, title: str | None = None) -> None:
-    """A header with the release's parameters, then the keys by noisy count with intervals."""
-    from rich.console import Console
-    from rich.table import Table
+    """A header with the release's parameters, then the keys by noisy count with intervals.
 
-    console = Console()
+    Keys are shown as plain text through :func:`visible` (``title`` is escaped too)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    console = plain_console()
     header = Table.grid(padding=(0, 2))
     header.add_column(style="bold")
     header.add_column()
@@ -115,7 +199,7 @@ def print_table(release: HistogramRelease, *, beta: float, rows: int = 30, title
     order = np.argsort(-counts, kind="stable")[:rows]
     low, high = release.confidence_intervals(beta)
     level = f"{100 * (1 - beta):.3g}%"
-    table = Table(title=title, show_lines=False)
+    table = Table(title=None if title is None else Text(visible(title)), show_lines=False)
     table.add_column("key")
     table.add_column("noisy count", justify="right")
     table.add_column("frequency", justify="right")
@@ -123,8 +207,9 @@ def print_table(release: HistogramRelease, *, beta: float, rows: int = 30, title
     keys = json_keys(release.keys)
     freqs = np.asarray(release.frequencies)
     for i in order:
+        key = keys[i] if isinstance(keys[i], str) else str(_json_default(keys[i]))
         table.add_row(
-            keys[i] if isinstance(keys[i], str) else str(_json_default(keys[i])),
+            Text(visible(key)),
             f"{int(counts[i]):,}",
             f"{freqs[i]:.4g}",
             f"[{format_float(float(low[i]))}, {format_float(float(high[i]))}]",

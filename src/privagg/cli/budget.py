@@ -2,10 +2,12 @@
 
 ::
 
-    privagg budget init PATH --epsilon E [--delta D]
+    privagg budget init PATH --epsilon E --delta D
     privagg budget show PATH [--json]
 
-Numbers are read exactly (``0.1`` is one tenth). User errors raise :class:`privagg.ParameterError`,
+``--delta`` is required: every stable histogram, mean and k-means needs δ > 0, so a ledger made
+with δ = 0 would refuse them all; ``--delta 0`` is accepted for a pure-ε ledger (Laplace
+histograms with ``--domain`` only). Numbers are read exactly (``0.1`` is one tenth). User errors raise :class:`privagg.ParameterError`,
 which the main command turns into one line on stderr and exit status 2.
 """
 
@@ -13,12 +15,14 @@ from __future__ import annotations
 
 import json
 from fractions import Fraction
+from typing import Any
 
 import click
 
 from .._validate import fail
 from ..accounting import Ledger
 from ..accounting._exact import show
+from ._render import plain_console, visible
 
 __all__ = ["budget"]
 
@@ -43,8 +47,9 @@ def budget() -> None:
 @budget.command(name="init")
 @click.argument("path", type=click.Path(dir_okay=False))
 @click.option("--epsilon", "epsilon", required=True, metavar="E", help="Total ε (> 0).")
-@click.option("--delta", "delta", default="0", show_default=True, metavar="D",
-              help="Total δ in [0, 1).")
+@click.option("--delta", "delta", required=True, metavar="D",
+              help="Total δ in [0, 1), e.g. 1e-5. Required: stable histograms, mean and k-means "
+                   "need δ > 0; give --delta 0 for a pure-ε ledger (Laplace histograms only).")
 def init(path: str, epsilon: str, delta: str) -> None:
     """Create a new ledger at PATH with total budget (ε, δ); never overwrites a file."""
     where = "privagg budget init"
@@ -52,7 +57,7 @@ def init(path: str, epsilon: str, delta: str) -> None:
                   below_one=False)
     dlt = _number(where, "delta", delta, rule="a number in [0, 1)", zero_ok=True, below_one=True)
     with Ledger.create(path, epsilon=eps, delta=dlt) as ledger:
-        click.echo(f"Created ledger {path} with total budget {ledger.total}.")
+        click.echo(f"Created ledger {visible(path)} with total budget {ledger.total}.")
 
 
 @budget.command(name="show")
@@ -69,21 +74,36 @@ def show_cmd(path: str, as_json: bool) -> None:
             "remaining": remaining.to_dict(), "charges": [c.to_dict() for c in charges],
         }))
         return
-    from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=f"Privacy budget ledger {path}", title_justify="left")
+    table = Table(title=Text(visible(f"Privacy budget ledger {path}")), title_justify="left")
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("time (UTC)", no_wrap=True)
     table.add_column("mechanism")
     table.add_column("parameters")
+    with_where = any(c.context for c in charges)  # rows written by the command line
+    if with_where:
+        table.add_column("file · columns")
     table.add_column("ε", justify="right", no_wrap=True)
     table.add_column("δ", justify="right", no_wrap=True)
     for c in charges:
         params = ", ".join(f"{k}={v}" for k, v in c.parameters.items())
-        table.add_row(str(c.id), c.time[:19].replace("T", " "), c.mechanism, params,
-                      show(c.loss.epsilon), show(c.loss.delta))
+        where = [Text(visible(_where(c.context)))] if with_where else []
+        table.add_row(str(c.id), c.time[:19].replace("T", " "), Text(visible(c.mechanism)),
+                      Text(visible(params)), *where, show(c.loss.epsilon), show(c.loss.delta))
     table.add_section()
     for label, loss in (("spent", spent), ("remaining", remaining), ("total", total)):
-        table.add_row("", "", label, "", show(loss.epsilon), show(loss.delta))
-    Console(soft_wrap=False).print(table)
+        table.add_row("", "", label, "", *([""] if with_where else []), show(loss.epsilon),
+                      show(loss.delta))
+    plain_console(soft_wrap=False).print(table)
+
+
+def _where(context: Any) -> str:
+    """The file and column(s) a command recorded with its charge ("" for older rows)."""
+    parts = [str(context["file"])] if "file" in context else []
+    if "column" in context:
+        parts.append(str(context["column"]))
+    elif "columns" in context:
+        parts.append(",".join(map(str, context["columns"])))
+    return " · ".join(parts)

@@ -3,18 +3,24 @@
 The data (:mod:`privagg.demo_data`) is generated from a fixed numpy seed; the noise comes from the
 secure generator, as in every real release. Because the data is synthetic, the demo may show the
 true counts next to the released ones — something a real release must never do.
+
+``--out`` is checked before anything is computed (:func:`privagg.cli._output.plot_target`; no
+suffix → ``.png``); without matplotlib the demo runs and says that no plot was written. All text
+is printed without rich markup (the hint ``pip install 'privagg[plot]'`` keeps its ``[plot]``).
 """
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 import numpy as np
 
-from .. import demo_data
-from ._render import format_float, summary_rows
+from .. import _validate, demo_data
+from ._output import OutputError, literal_text, plot_target, save_figure
+from ._render import format_float, plain_console, summary_rows, visible
 
 if TYPE_CHECKING:
     from ..mechanisms.histogram import HistogramRelease
@@ -35,16 +41,23 @@ SHOWN_RANKS = (1, 2, 3, 4, 5, 10, 20, 50, 100, 200, 300, 400, 500, 700, 1000, 20
     type=click.Path(dir_okay=False, path_type=Path),
     default=Path("privagg-demo.png"),
     show_default=True,
-    help="Where to write the side-by-side plot (needs matplotlib: pip install 'privagg[plot]').",
+    help="Where to write the side-by-side plot (needs matplotlib: pip install 'privagg[plot]'); "
+         "no suffix → .png.",
 )
 def demo(out: Path) -> None:
     """Private histograms of 100,000 synthetic diagnosis codes: laplace vs stable, side by side."""
-    from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     from ..mechanisms.histogram import laplace_histogram, stable_histogram
 
-    console = Console()
+    try:
+        target: Path | None = plot_target("demo", "out", out)
+    except _validate.ParameterError:
+        if importlib.util.find_spec("matplotlib") is not None:
+            raise
+        target = None  # no matplotlib: the demo still runs, without a plot
+    console = plain_console()
     codes, records = demo_data.diagnosis_records(RECORDS)
     laplace = laplace_histogram(records, epsilon=EPSILON, domain=codes)
     stable = stable_histogram(records, epsilon=EPSILON, delta=DELTA)
@@ -54,7 +67,8 @@ def demo(out: Path) -> None:
     st_f = _on_codes(codes, stable)
 
     console.print(
-        f"[bold]privagg demo[/bold] — {RECORDS:,} synthetic records of ICD-10-like diagnosis codes "
+        Text("privagg demo", style="bold"),
+        f"— {RECORDS:,} synthetic records of ICD-10-like diagnosis codes "
         f"(Zipf long tail; data from numpy seed {demo_data.DEMO_SEED}, noise from the secure generator).\n"
         f"Public code list: {codes.size:,} codes; {int(np.count_nonzero(truth)):,} occur in the data.\n"
     )
@@ -96,10 +110,16 @@ def demo(out: Path) -> None:
         "work just as well with 10^12 possible codes.\n"
     )
 
-    if _plot(out, codes, truth, ranks, laplace, stable, lap_f, st_f):
-        console.print(f"Wrote the side-by-side plot to [bold]{out.resolve()}[/bold].")
-    else:
+    if target is None:
         console.print("matplotlib is not installed: no plot (pip install 'privagg[plot]').")
+    else:
+        try:
+            _plot(target, codes, truth, ranks, laplace, stable, lap_f, st_f)
+        except OutputError:
+            console.print("(the plot could not be written: see the last line)")
+            raise
+        console.print(Text("Wrote the side-by-side plot to "),
+                      Text(visible(target.resolve()), style="bold"), Text("."), sep="")
     console.print(
         "On your own data: privagg histogram FILE --column COL --epsilon 1 --delta 1e-6  "
         "(or --domain KEYS.txt instead of --delta; add --json, --plot OUT.png, --ledger BUDGET.db)."
@@ -127,13 +147,25 @@ def _plot(
     stable: HistogramRelease,
     lap_f: np.ndarray,
     st_f: np.ndarray,
-) -> bool:
-    """Write a two-panel log–log rank plot; False when matplotlib is missing."""
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        return False
+) -> None:
+    """Write a two-panel log–log rank plot (OutputError when the file cannot be written)."""
+    with literal_text():
+        fig = _figure(codes, truth, ranks, laplace, stable, lap_f, st_f)
+    save_figure(fig, out, dpi=110)
+
+
+def _figure(
+    codes: np.ndarray,
+    truth: np.ndarray,
+    ranks: np.ndarray,
+    laplace: HistogramRelease,
+    stable: HistogramRelease,
+    lap_f: np.ndarray,
+    st_f: np.ndarray,
+) -> object:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     rank = np.arange(1, codes.size + 1)
     fig = Figure(figsize=(12.0, 4.8))
     FigureCanvasAgg(fig)
@@ -166,5 +198,4 @@ def _plot(
     axes[0].set_ylabel("frequency")
     fig.suptitle(f"privagg demo: {RECORDS:,} synthetic diagnosis codes (secure noise)")
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    return True
+    return fig

@@ -1,13 +1,15 @@
 """``privagg histogram FILE --column COL --epsilon E ...``: a private histogram of one column.
 
-Order of work, so that errors come early and only from public inputs: parameters → the data
-file's schema → the domain file (cast to the column's type) → the ledger → the GROUP BY count in
-DuckDB → the mechanism (which charges the ledger before drawing noise) → output.
+Order of work, so that errors come early and only from public inputs: parameters and the
+``--plot`` target (:func:`privagg.cli._output.plot_target`) → the data file's schema → the domain
+file (cast to the column's type) → the ledger → the GROUP BY count in DuckDB → the mechanism
+(which charges the ledger before drawing noise) → output: the release, the line
+``charged ε=…, δ=…; left ε=…, δ=…`` (stderr; ``"charged"``/``"budget_left"`` in ``--json``),
+then the plot. The ledger row records the command, the file path and the column.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -18,8 +20,10 @@ import click
 from .. import _validate
 from ..accounting import Ledger
 from ..engines import duckdb as duckdb_engine
+from . import _guard
+from ._output import literal_text, plot_target, save_figure
 from ._params import csv_dialect, csv_options, number_option
-from ._render import print_json, print_table
+from ._render import plain_console, print_json, print_table, visible
 
 __all__ = ["histogram"]
 
@@ -93,14 +97,15 @@ def histogram(
         threshold = _validate.check_choice(mechanism, "threshold", threshold or "tight", THRESHOLDS)
     csv = csv_options("histogram", delimiter, encoding)
     if plot is not None:
-        _check_plot_target(plot)
+        plot = plot_target("histogram", "plot", plot)
 
     info = duckdb_engine.describe_column(file, column, where="histogram", csv=csv)
     domain_keys = None
     if domain is not None:
         domain_keys = duckdb_engine.load_domain(domain, info.duckdb_type, header=column, where=mechanism)
     with ExitStack() as stack:
-        charged = None if ledger is None else stack.enter_context(Ledger(ledger))
+        opened = None if ledger is None else stack.enter_context(Ledger(ledger))
+        charged = _guard.charging(opened, command="histogram", file=str(file), column=column)
         with _progress(enabled=not as_json and sys.stderr.isatty(), label=file.name) as callback:
             key_counts = duckdb_engine.count_column(info, progress=callback, where="histogram")
         # The mechanism charges the ledger (if any) before it draws noise.
@@ -115,26 +120,27 @@ def histogram(
             )
 
     if as_json:
-        print_json(release, beta=b)
+        print_json(release, beta=b, extra=_guard.charge_fields())
     else:
-        print_table(release, beta=b, rows=rows, title=f"{file.name} · column {column!r}")
+        print_table(release, beta=b, rows=rows, title=f"{file.name} · column '{column}'")
+        line = _guard.charge_line()
+        if line is not None:
+            click.echo(line, err=True)
     if plot is not None:
-        try:
-            release.plot(plot)
-        except OSError:
-            raise _validate.fail("histogram", "plot", "a writable file path", str(plot)) from None
+        with literal_text():
+            figure = release.plot(None, beta=b)
+            _escape_tick_labels(figure)
+        save_figure(figure, plot, dpi=120)
         if not as_json:
-            click.echo(f"wrote {plot}", err=True)
+            click.echo(f"wrote {visible(plot)}", err=True)
 
 
-def _check_plot_target(path: Path) -> None:
-    """Fail before counting when the plot cannot be written (matplotlib missing, no such folder)."""
-    if importlib.util.find_spec("matplotlib") is None:
-        rule = "usable: install matplotlib (pip install 'privagg[plot]')"
-        raise _validate.fail("histogram", "plot", rule, str(path))
-    parent = path.resolve().parent
-    if not parent.is_dir():
-        raise _validate.fail("histogram", "plot", "a path in an existing folder", str(path))
+def _escape_tick_labels(figure: object) -> None:
+    """Keys on the plot's axis as :func:`visible` text (at most the plot's 40 bars)."""
+    for ax in figure.axes:  # type: ignore[attr-defined]
+        labels = ax.get_xticklabels()
+        ax.set_xticks(ax.get_xticks(), [visible(t.get_text()) for t in labels])
+    figure.tight_layout()  # type: ignore[attr-defined]
 
 
 @contextmanager
@@ -143,16 +149,15 @@ def _progress(*, enabled: bool, label: str) -> Iterator[Callable[[float], None] 
     if not enabled:
         yield None
         return
-    from rich.console import Console
     from rich.progress import BarColumn, Progress, SpinnerColumn, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
     columns = (
         SpinnerColumn(),
-        TextColumn("counting {task.description}"),
+        TextColumn("counting {task.description}", markup=False),
         BarColumn(),
         TaskProgressColumn(),
         TimeElapsedColumn(),
     )
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task(label, total=100.0)
+    with Progress(*columns, console=plain_console(stderr=True), transient=True) as bar:
+        task = bar.add_task(visible(label), total=100.0)
         yield lambda percent: bar.update(task, completed=percent)

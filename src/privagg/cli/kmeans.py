@@ -11,7 +11,6 @@ plotted, and no density of them is drawn.
 
 from __future__ import annotations
 
-import json
 import sys
 from contextlib import ExitStack
 from pathlib import Path
@@ -20,8 +19,10 @@ import click
 
 from .. import _validate
 from ..accounting import Ledger
+from . import _guard
 from ._params import columns_option, csv_dialect, csv_options, number_option, radius_option
 from ._plot2d import check_plot, plot_released
+from ._render import dumps, visible
 
 __all__ = ["kmeans"]
 
@@ -79,10 +80,11 @@ def kmeans(
     r = radius_option(WHERE, radius)
     csv = csv_options(WHERE, delimiter, encoding)
     if plot is not None:
-        check_plot(WHERE, plot, len(cols))
+        plot = check_plot(WHERE, plot, len(cols))
     points = read_numeric_columns(file, cols, caller=WHERE, csv=csv)
     with ExitStack() as stack:
-        charged = None if ledger is None else stack.enter_context(Ledger(ledger))
+        opened = None if ledger is None else stack.enter_context(Ledger(ledger))
+        charged = _guard.charging(opened, command="kmeans", file=str(file), columns=cols)
         release = private_kmeans(points, k, epsilon=eps, delta=dlt, radius=r, rng=None, ledger=charged)
     centers = None if release.centers is None else [[float(v) for v in row] for row in release.centers]
     payload = {
@@ -96,20 +98,23 @@ def kmeans(
         "secure": bool(release.secure),
     }
     if as_json:
-        sys.stdout.write(json.dumps(payload, allow_nan=False) + "\n")
+        sys.stdout.write(dumps({**payload, **_guard.charge_fields()}, finite=True) + "\n")
     else:
-        click.echo(f"private k-means of {file.name} · columns {', '.join(cols)} · k = {k}")
+        click.echo(f"private k-means of {visible(file.name)} · columns {visible(', '.join(cols))} · k = {k}")
         click.echo(f"guarantee   ε = {release.epsilon:.4g}, δ = {release.delta:.3g} (add/remove neighbours)")
         click.echo(f"radius      {'—' if release.radius is None else f'{release.radius:.4g}'}"
                    f"{' (given)' if r is not None else ' (chosen privately)'}")
         if centers is None:
             click.echo("result      ⊥: too few parts agree on the centers; nothing more is released")
         else:
-            click.echo("center  " + "  ".join(f"{c:>12}" for c in cols))
+            click.echo("center  " + "  ".join(f"{visible(c):>12}" for c in cols))
             for i, row in enumerate(centers, 1):
                 click.echo(f"{i:>6}  " + "  ".join(f"{v:>12.6g}" for v in row))
+        line = _guard.charge_line()
+        if line is not None:
+            click.echo(line, err=True)
     if plot is not None:
         plot_released(WHERE, plot, points=centers or [], label="released centers", columns=cols,
                       title=f"private k-means of {file.name} (k = {k})")
         if not as_json:
-            click.echo(f"wrote {plot}", err=True)
+            click.echo(f"wrote {visible(plot)}", err=True)

@@ -11,7 +11,6 @@ output. Errors come only from public inputs (parameters, path, schema), never fr
 
 from __future__ import annotations
 
-import json
 import sys
 from contextlib import ExitStack
 from pathlib import Path
@@ -21,8 +20,10 @@ import click
 
 from .. import _validate
 from ..accounting import Ledger
+from . import _guard
 from ._params import columns_option, csv_dialect, csv_options, number_option, radius_option
 from ._plot2d import check_plot, plot_released
+from ._render import dumps, visible
 
 __all__ = ["mean"]
 
@@ -71,10 +72,11 @@ def mean(
     csv = csv_options(WHERE, delimiter, encoding)
     _validate.check_choice(WHERE, "calibration", calibration, CALIBRATIONS)
     if plot is not None:
-        check_plot(WHERE, plot, len(cols))
+        plot = check_plot(WHERE, plot, len(cols))
     points = read_numeric_columns(file, cols, caller=WHERE, csv=csv)
     with ExitStack() as stack:
-        charged = None if ledger is None else stack.enter_context(Ledger(ledger))
+        opened = None if ledger is None else stack.enter_context(Ledger(ledger))
+        charged = _guard.charging(opened, command="mean", file=str(file), columns=cols)
         release = private_mean(points, epsilon=eps, delta=dlt, radius=r, calibration=calibration,
                                rng=None, ledger=charged)
     payload = {
@@ -88,9 +90,12 @@ def mean(
         "secure": bool(release.secure),
     }
     if as_json:
-        sys.stdout.write(json.dumps(payload, allow_nan=False) + "\n")
+        sys.stdout.write(dumps({**payload, **_guard.charge_fields()}, finite=True) + "\n")
     else:
         _print_table(file, cols, release, given_radius=r is not None)
+        line = _guard.charge_line()
+        if line is not None:
+            click.echo(line, err=True)
     if plot is not None:
         ball = None
         if release.ok and release.center is not None and release.clip_radius is not None:
@@ -99,11 +104,11 @@ def mean(
                       columns=cols, title=f"private mean of {file.name}", ball=ball,
                       ball_label="clipping ball of the final sum (released)")
         if not as_json:
-            click.echo(f"wrote {plot}", err=True)
+            click.echo(f"wrote {visible(plot)}", err=True)
 
 
 def _print_table(file: Path, cols: list[str], release: Any, *, given_radius: bool) -> None:
-    click.echo(f"private mean of {file.name} · columns {', '.join(cols)}")
+    click.echo(f"private mean of {visible(file.name)} · columns {visible(', '.join(cols))}")
     click.echo(f"guarantee   ε = {release.epsilon:.4g}, δ = {release.delta:.3g} (add/remove neighbours)")
     click.echo(f"radius      {'not found (⊥)' if release.radius is None else f'{release.radius:.4g}'}"
                f"{' (given)' if given_radius else ' (chosen privately)'}")
@@ -111,4 +116,4 @@ def _print_table(file: Path, cols: list[str], release: Any, *, given_radius: boo
         click.echo("result      ⊥: too few points agree on a location; nothing more is released")
         return
     for name, value in zip(cols, release.mean):
-        click.echo(f"  {name}: {value:.6g}")
+        click.echo(f"  {visible(name)}: {value:.6g}")
