@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo test bench utility utility-full venv clean
+.PHONY: demo test mutants bench utility utility-full venv clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,11 @@ demo: $(VENV)/.installed-plot
 
 test: $(VENV)/.installed-test
 	$(PY) -m pytest -n 2 -q
+
+# Privacy-critical mutations, one at a time on a temporary copy of src/ (never the working tree),
+# each against the tests meant to kill it; fails if one survives (a few minutes; not part of `test`).
+mutants: $(VENV)/.installed-test
+	$(PY) tools/mutants.py
 
 bench: $(VENV)/.installed-bench
 	$(PY) benchmarks/noise.py

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+import threading
 from pathlib import Path
 
 import duckdb
@@ -70,8 +72,10 @@ def test_identifiers_and_paths_cannot_inject_sql(tmp_path: Path) -> None:
         engine.count_file(path, 'other" FROM read_csv(\'/etc/passwd\') --')
 
 
-def test_group_by_spills_to_disk_under_a_small_memory_limit(tmp_path: Path) -> None:
-    """10^6 distinct keys under a 64 MB limit (DuckDB spills: ~6 temp files seen by hand): exact counts."""
+def test_group_by_spills_to_disk_under_a_small_memory_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """10^6 distinct keys under a 64 MB limit: the limit is set on the connection, DuckDB spills
+    (files appear in the private temporary folder, which is removed afterwards) and the counts
+    are exact."""
     path = tmp_path / "many.parquet"
     con = duckdb.connect()
     con.sql(
@@ -79,9 +83,37 @@ def test_group_by_spills_to_disk_under_a_small_memory_limit(tmp_path: Path) -> N
         params={"p": str(path)},
     )
     con.close()
-    kc = engine.count_file(path, "k", memory_limit="64MB")
+    seen: dict[str, object] = {"spilled": 0}
+    real_connect = engine._connect
+    done = threading.Event()
+
+    def connect(memory_limit, temp_directory):
+        c = real_connect(memory_limit, temp_directory)
+        seen["limit"] = c.sql("SELECT current_setting('memory_limit')").fetchall()[0][0]
+        seen["folder"] = temp_directory
+        return c
+
+    def watch() -> None:  # DuckDB deletes its spill files when the query ends: look meanwhile
+        while not done.is_set():
+            folder = seen.get("folder")
+            if folder is not None and os.path.isdir(str(folder)):
+                count = sum(len(files) for _, _, files in os.walk(str(folder)))
+                seen["spilled"] = max(int(seen["spilled"]), count)
+            done.wait(0.005)
+
+    monkeypatch.setattr(engine, "_connect", connect)
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        kc = engine.count_file(path, "k", memory_limit="64MB")
+    finally:
+        done.set()
+        watcher.join()
     assert kc.n == 2_000_000 and len(kc.keys) == 1_000_000
     assert np.all(kc.counts == 2)
+    assert seen["limit"] in ("61.0 MiB", "64.0 MB", "61.0MiB"), seen["limit"]
+    assert int(seen["spilled"]) > 0, "no spill file was seen under the 64 MB limit"
+    assert not os.path.exists(str(seen["folder"]))  # the private folder is removed afterwards
 
 
 def test_progress_poller_reports_percentages_during_a_query() -> None:

@@ -53,18 +53,31 @@ def random_graph(rng, size: int, density: float) -> np.ndarray:
 def test_keep_probabilities_match_formula(alpha):
     a = alpha_fraction(alpha)
     assert a <= Fraction(alpha) and Fraction(alpha) - a < Fraction(1, 2**20)
-    for n in (1, 2, 3, 10, 11, 1000, 10**9):
-        counts = np.unique(np.linspace(1, n, 60).astype(np.int64))
-        num, den = keep_probabilities(
-            np.resize(counts, n) if n <= 1000 else counts, alpha=alpha
-        )
-        if (
-            n > 1000
-        ):  # a length-n array is too big: check the formula through a shorter array
-            continue
-        for c, u, v in zip(np.resize(counts, n), num, den):
+    for n in (1, 2, 3, 10, 11, 1000):
+        counts = np.resize(np.unique(np.linspace(1, n, 60).astype(np.int64)), n)
+        num, den = keep_probabilities(counts, alpha=alpha)
+        assert num.shape == den.shape == (n,)
+        for c, u, v in zip(counts, num, den):
             assert Fraction(int(u), int(v)) == p_exact(int(c), n, a)
             assert Fraction(int(u), int(v)) <= p_exact(int(c), n, Fraction(alpha))
+
+
+def test_keep_probabilities_exact_with_large_products():
+    """n is the length of the counts array, so n = 10**9 cannot be checked without a 10**9
+    array; what large n would stress is the size of the integers (2c − n)·b and (b − 2a)·n.
+    α = 0.1 − 2**-30 is rounded down to 104857/2**20 (the nearest small fraction, 1/10, is above
+    it), so b = 2**20, and n = 200 001 makes the products about 2**38: float32 arithmetic or an
+    int32 intermediate loses exactness here, while the small cases above stay exact under both."""
+    n = 200_001
+    alpha = 0.1 - 2.0**-30
+    a = alpha_fraction(alpha)
+    assert a.denominator == 2**20
+    distinct = np.unique(np.linspace(1, n, 400).astype(np.int64))
+    counts = np.resize(distinct, n)
+    num, den = keep_probabilities(counts, alpha=alpha)
+    assert num.dtype == den.dtype == np.int64
+    for i in range(len(distinct)):
+        assert Fraction(int(num[i]), int(den[i])) == p_exact(int(counts[i]), n, a), int(counts[i])
 
 
 def test_alpha_rounding_never_increases_keep_probability():
@@ -159,16 +172,20 @@ def test_p2_adversarial_half_friendly_z(k):
 
 
 def test_p2_negative_control_threshold_minus_one():
-    """Keeping at c >= n/2 (threshold − 1) would keep two groups 3 apart (r = 1): not friendly."""
+    """Two groups 3 apart (r = 1), each with exactly n/2 friends: the library keeps neither
+    (p = 0 for every point, checked on its own output), while the off-by-one rule c >= n/2
+    (threshold − 1) would keep both and the union would not be friendly (no midpoint witness)."""
     items = np.array([[0.0]] * 3 + [[3.0]] * 3)
-    counts = friend_counts(items, ball(1.0))
     n = len(items)
-    assert np.all(probs(items, ball(1.0), 0.0)[i] == 0 for i in range(n))
+    counts = friend_counts(items, ball(1.0))
+    assert counts.tolist() == [3] * n and 2 * counts[0] == n  # exactly half: the boundary
+    p = probs(items, ball(1.0), 0.0)
+    assert p == [0] * n  # a list comparison: fails if any point could be kept
+    assert not basic_filter(items, predicate=ball(1.0), alpha=0.0, rng=SEED).any()
+    # Why keeping them would be wrong: any two kept points must have a common friend.
     broken_keep = [i for i in range(n) if 2 * counts[i] >= n]
     dists = [abs(items[i, 0] - items[j, 0]) for i in broken_keep for j in broken_keep]
-    assert (
-        max(dists) > 2.0
-    )  # no midpoint witness anywhere in R: the union is not friendly
+    assert max(dists) > 2.0
 
 
 # --------------------------------------------------------------------------- P3 and L

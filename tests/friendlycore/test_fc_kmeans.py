@@ -235,10 +235,23 @@ def test_ledger_charged_before_noise(tmp_path):
         assert len(ledger.charges()) == 1
 
 
-def test_lloyd_step_with_rows_exactly_on_their_centers():
+def test_lloyd_step_with_rows_exactly_on_their_centers(monkeypatch):
     """Regression: a row at distance 0 from its center (r_max / tiny overflows) is no error
-    (warnings are errors in this suite) and lands in the innermost distance bin."""
+    (warnings are errors in this suite) and lands in the innermost distance bin.
+
+    The bin is observed through the clipping radius: with the histogram noise removed, a
+    cluster whose rows all sit in the innermost bin gets the innermost edge
+    r_max·2^{−(HIST_BINS−1)/2}; rows put in bin 0 (the farthest) would give r_max."""
     x = np.concatenate([np.zeros((20, 1)), np.full((20, 1), 10.0)])
     plan = K.kmeans_plan(1.0, 1e-6)
     out = K._lloyd_step(x, np.array([[0.0], [10.0]]), 5.0, plan, np.random.default_rng(1))
     assert out.shape == (2, 1) and np.isfinite(out).all()
+
+    radii = []
+    real_sum = K._clipped_integer_sum
+    monkeypatch.setattr(K, "discrete_laplace", lambda scale, size, rng: np.zeros(size, dtype=np.int64))
+    monkeypatch.setattr(K, "_clipped_integer_sum",
+                        lambda rows, center, radius, *a, **kw: radii.append(radius) or real_sum(rows, center, radius, *a, **kw))
+    K._lloyd_step(x, np.array([[0.0], [10.0]]), 5.0, plan, np.random.default_rng(1))
+    innermost = 5.0 * 2.0 ** (-(K.HIST_BINS - 1) / 2)
+    assert radii == [innermost, innermost]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 import privagg.friendlycore.kmeans as K
-from privagg.testing.audit import audit_mechanism
+from privagg.testing.audit import audit_mechanism, audit_samples
 
 SEED = 8808
 CONF = 0.999
@@ -87,3 +87,28 @@ def test_relabel_pair_negative_control_without_alignment(monkeypatch):
     res = audit_mechanism(run, d0, d1, trials=400, seed=SEED, delta=DELTA, confidence=CONF)
     print(res)
     assert res.violates(EPS), (res, f"seed={SEED}")
+
+
+
+def ceiling(trials: int) -> float:
+    """The largest lower bound an audit of ``trials`` runs per input can give at all (outputs
+    perfectly separated): the most it can ever show."""
+    return audit_samples(np.zeros(trials), np.ones(trials), delta=DELTA, confidence=CONF).epsilon_lower
+
+
+def test_what_these_audits_can_and_cannot_detect():
+    """Stated plainly, and checked. With 150 runs per input the audits above cannot show a
+    loss above ceiling(150) (1.94) whatever the mechanism, so "within the claimed budget"
+    (ε = 1.5) only refutes gross failures — the negative controls (a deterministic
+    filter, an unclipped or unaligned sum), whose losses are unbounded. A leak of 1.3–2× the
+    claim is invisible: randomized response with a true ε of 2 × 1.5 is not flagged (seeded).
+    What can see such a leak is tests/friendlycore/test_fc_exact_audit.py (the exact loss of
+    BasicFilter + conversion on tiny inputs, within 2 % of the claim on its adversarial pair)."""
+    print(f"seed={SEED}")
+    assert ceiling(150) < 1.3 * EPS
+    g = np.random.default_rng(SEED)
+    p = 1 / (1 + np.exp(-2 * EPS))  # randomized response, true loss 2·EPS
+    out0, out1 = g.random(150) < p, g.random(150) < 1 - p
+    res = audit_samples(out0.astype(int), out1.astype(int), delta=DELTA, confidence=CONF)
+    print(res)
+    assert not res.violates(EPS), (res, f"seed={SEED}")

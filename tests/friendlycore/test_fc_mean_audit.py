@@ -14,7 +14,7 @@ import numpy as np
 
 import privagg.friendlycore.mean as M
 from privagg.friendlycore import friend_counts, keep_probabilities
-from privagg.testing.audit import audit_mechanism
+from privagg.testing.audit import audit_mechanism, audit_samples
 
 SEED = 5150
 CONF = 0.999
@@ -108,3 +108,35 @@ def test_outlier_pair_large_epsilon_audit_has_power():
     print(res)
     assert not res.violates(EPS_POWER), (res, f"seed={SEED}")
     assert res.epsilon_lower > 0.0, (res, f"seed={SEED}")
+
+
+
+def ceiling(trials: int) -> float:
+    """The largest lower bound an audit of ``trials`` runs per input can give at all (outputs
+    perfectly separated): the most it can ever show."""
+    return audit_samples(np.zeros(trials), np.ones(trials), delta=DELTA, confidence=CONF).epsilon_lower
+
+
+
+def rr_audit(true_eps: float, trials: int) -> object:
+    """Audit of randomized response with loss ``true_eps`` (binary output: the easiest case)."""
+    g = np.random.default_rng(SEED)
+    p = 1 / (1 + np.exp(-true_eps))
+    out0, out1 = g.random(trials) < p, g.random(trials) < 1 - p
+    return audit_samples(out0.astype(int), out1.astype(int), delta=DELTA, confidence=CONF)
+
+
+def test_what_these_audits_can_and_cannot_detect():
+    """Stated plainly, and checked. With 200–300 runs per input no audit above can show a loss
+    above ceiling(300) = 2.66 (2.24 for 200) whatever the mechanism, so "within the claimed
+    budget" (ε = 1) refutes gross failures — the negative controls (a deterministic filter, an
+    unclipped sum), whose losses are unbounded. Even in the easiest case, a binary output
+    (randomized response), a true loss of 1.3 is not flagged at 300 runs and one of 2 only
+    just is (seeded); private_mean's outputs spread over many values, where much less is seen,
+    so a leak of 1.3–2× is invisible to these audits. What can see one is
+    tests/friendlycore/test_fc_exact_audit.py (the exact loss of BasicFilter + conversion on
+    tiny inputs, within 2 % of the claim on its adversarial pair)."""
+    print(f"seed={SEED}")
+    assert ceiling(200) < 2.3 and ceiling(300) < 2.7
+    assert not rr_audit(1.3 * EPS, 300).violates(EPS), f"seed={SEED}"
+    assert rr_audit(2.0 * EPS, 300).violates(EPS), f"seed={SEED}"

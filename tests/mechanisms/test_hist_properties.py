@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 
+import math
+
+import mpmath
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -11,8 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from privagg.engines.counting import align_to_domain, count_keys
+from privagg.errors import ParameterError
 from privagg.mechanisms import histogram as H
 from privagg.mechanisms.histogram import laplace_histogram, stable_histogram
+from privagg.noise.distributions import DiscreteLaplace
 
 SETTINGS = settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -23,6 +28,17 @@ ints = st.lists(
 )
 strings = st.lists(st.text(alphabet="abcxyzé", max_size=3), max_size=60)
 containers = st.sampled_from(["list", "numpy", "arrow"])
+
+
+def k_all(scale: float, m: int, beta: float) -> int:
+    """Smallest k >= 0 with P[max of m iid |Z_i| <= k] >= 1 − β, Z discrete Laplace of scale t,
+    from the closed form P[|Z| > k] = 2q^{k+1}/(1 + q), q = e^{−1/t} (written independently of
+    privagg; 50 digits, so no tie at the β used here)."""
+    with mpmath.workdps(50):
+        q = mpmath.exp(-1 / mpmath.mpf(scale))
+        per_draw = -mpmath.expm1(mpmath.log1p(-mpmath.mpf(beta)) / m)  # 1 − (1 − β)^{1/m}
+        k = int(mpmath.ceil(mpmath.log(per_draw * (1 + q) / 2) / mpmath.log(q))) - 1
+        return max(0, k)
 
 
 def _as(kind: str, values: list):
@@ -67,6 +83,8 @@ def test_align_to_domain_matches_counter(values: list, domain: list) -> None:
 )
 def test_laplace_release_shapes_dtypes_alignment(values, domain, neighbors, other, seed, monkeypatch) -> None:
     if neighbors == "replace" and not values:
+        with pytest.raises(ParameterError, match="'data'"):
+            laplace_histogram(values, epsilon=1.0, domain=domain, neighbors=neighbors, other=other, rng=seed)
         return
     r = laplace_histogram(values, epsilon=1.0, domain=domain, neighbors=neighbors, other=other, rng=seed)
     m = len(domain)
@@ -78,7 +96,15 @@ def test_laplace_release_shapes_dtypes_alignment(values, domain, neighbors, othe
     np.testing.assert_allclose(r.frequencies, r.counts / denominator, rtol=1e-15)
     low, high = r.confidence_intervals(0.1)
     assert low.shape == high.shape == (m,) and (low <= high).all()
-    assert 0 <= r.error_bound(0.1)
+    # The error bound, exactly (docstring of HistogramRelease.error_bound): m + other bins.
+    bins = m + int(other)
+    if neighbors == "replace":
+        assert r.error_bound(0.1) == k_all(2.0, bins, 0.1) / len(values)
+    else:
+        k = k_all(1.0, bins, 0.05)
+        s = DiscreteLaplace(1).sum_abs_quantile(bins, 0.05)
+        expected = (k + s) / r.total if r.total > s else math.inf
+        assert r.error_bound(0.1) == expected
 
 
 @SETTINGS
@@ -90,6 +116,8 @@ def test_laplace_release_shapes_dtypes_alignment(values, domain, neighbors, othe
 )
 def test_stable_release_keys_are_present_sorted_and_above_threshold(values, neighbors, delta, seed) -> None:
     if neighbors == "replace" and not values:
+        with pytest.raises(ParameterError, match="'data'"):
+            stable_histogram(values, epsilon=2.0, delta=delta, neighbors=neighbors, rng=seed)
         return
     r = stable_histogram(values, epsilon=2.0, delta=delta, neighbors=neighbors, rng=seed)
     present = Counter(values)
@@ -98,7 +126,10 @@ def test_stable_release_keys_are_present_sorted_and_above_threshold(values, neig
     assert keys == sorted(keys)
     assert (r.counts >= r.threshold).all()
     assert r.counts.shape == r.frequencies.shape == r.keys.shape
-    assert 0 <= r.error_bound(0.05) <= np.inf  # inf: no bound (add/remove, tiny noisy total)
+    if neighbors == "replace":  # (T − 1 + k_n(β))/n exactly: at most n keys are present
+        n = len(values)
+        assert r.error_bound(0.05) == (r.threshold - 1 + k_all(1.0, n, 0.05)) / n
+    # add/remove: pinned against the proof's formulas in test_hist_add_remove_total.py.
 
 
 @SETTINGS

@@ -2,8 +2,10 @@
 
 Every test draws from a fixed, printed seed. Each check is a Wilson interval (two-sided, or
 one-sided where stated) or a chi-square test (privagg.testing) at level α = 1e-6, so this file
-fails spuriously with probability < 2e-5 (about 20 checks). Each harness is also run on a deliberately
-broken mechanism (threshold − 1, noise scale × 0.8 or × 1.25, bound halved) and must reject it.
+fails spuriously with probability < 3e-5 (about 30 checks). Each harness is also run on a deliberately
+broken mechanism (threshold − 1, noise scale × 0.8 or × 1.25, bound halved, intervals narrowed) and
+must reject it. Bounds whose looseness sampling cannot see (the add/remove Laplace bound and
+intervals) are also compared with their exact formula, computed independently here.
 """
 
 from __future__ import annotations
@@ -243,24 +245,171 @@ def test_stable_replace_error_bound_holds_and_half_of_it_does_not() -> None:
     )
 
 
-def test_laplace_add_remove_frequency_bound_holds_and_half_of_it_does_not() -> None:
-    """One-sided coverage of the add/remove frequency bound (k + s)/N̂, with a halved-bound control."""
-    seed, beta, trials, m = 1618, 0.1, 400, 30
+# ------------------------------------------------------------------ Laplace under add/remove
+# Independent references (closed forms and an exact convolution, written here, not privagg's).
+
+
+def dl_abs_quantile(scale: float, m: int, beta: float) -> int:
+    """Smallest k >= 0 with P[max of m iid |Z_i| <= k] >= 1 − β: P[|Z| > k] = 2q^{k+1}/(1 + q)."""
+    with mpmath.workdps(50):
+        q = mpmath.exp(-1 / mpmath.mpf(scale))
+        per_draw = -mpmath.expm1(mpmath.log1p(-mpmath.mpf(beta)) / m)
+        return max(0, int(mpmath.ceil(mpmath.log(per_draw * (1 + q) / 2) / mpmath.log(q))) - 1)
+
+
+def dl_sum_pmf(scale: float, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """Exact law of Z_1 + … + Z_m (truncated at |Z_i| <= 60t: mass lost < 1e-24), by convolution."""
+    q = math.exp(-1 / scale)
+    width = int(60 * scale)
+    ks = np.arange(-width, width + 1)
+    one = (1 - q) / (1 + q) * q ** np.abs(ks)
+    law = np.array([1.0])
+    for _ in range(m):
+        law = np.convolve(law, one)
+    return np.arange(law.size) - m * width, law
+
+
+def dl_sum_exact_quantile(scale: float, m: int, beta: float) -> int:
+    """Smallest s with P[|ΣZ| > s] <= β, exactly (up to float rounding of the convolution)."""
+    support, law = dl_sum_pmf(scale, m)
+    tail = np.array([law[np.abs(support) > s].sum() for s in range(int(support.max()) + 1)])
+    return int(np.argmax(tail <= beta))
+
+
+def dl_sum_chernoff_quantile(scale: float, m: int, beta: float) -> int:
+    """Smallest k with min_λ 2e^{−λ(k+1)} M(λ)^m <= β, M the MGF of Z (the documented formula)."""
+    from scipy.optimize import minimize_scalar
+
+    q = math.exp(-1 / scale)
+
+    def log_bound(lam: float, k: int) -> float:
+        return (math.log(2) - lam * (k + 1) + m * (2 * math.log1p(-q) - math.log1p(-q * math.exp(lam))
+                                                 - math.log1p(-q * math.exp(-lam))))
+
+    k = 0
+    while True:
+        best = minimize_scalar(lambda lam: log_bound(lam, k), bounds=(1e-9, 1 / scale - 1e-9),
+                               method="bounded", options={"xatol": 1e-12})
+        if best.fun <= math.log(beta):
+            return k
+        k += 1
+
+
+@pytest.mark.parametrize(("m", "epsilon", "beta"), [(30, 1.0, 0.1), (5, 1.0, 0.01), (30, 0.5, 0.05)])
+def test_laplace_add_remove_frequency_bound_is_the_exact_formula(m: int, epsilon: float, beta: float) -> None:
+    """error_bound(β) = (k_m(β/2) + s)/N̂ with k from the closed form and s the Chernoff bound on
+    |ΣZ| at β/2 (between the exact quantile of |ΣZ| and the Chernoff value + 1). Deterministic:
+    a bound with the β split dropped, without s, or 2× loose fails here."""
+    data = np.repeat(np.arange(m), 50)
+    r = laplace_histogram(data, epsilon=epsilon, domain=range(m), neighbors="add_remove", rng=4)
+    t = 1 / epsilon
+    k = dl_abs_quantile(t, m, beta / 2)
+    bound = r.error_bound(beta)
+    s = round(bound * r.total) - k
+    assert bound == (k + s) / r.total
+    assert dl_sum_exact_quantile(t, m, beta / 2) <= s  # valid: P[|ΣZ| > s] <= β/2
+    assert dl_sum_chernoff_quantile(t, m, beta / 2) <= s <= dl_sum_chernoff_quantile(t, m, beta / 2) + 1
+    # N̂ <= s: no finite bound (the denominator is not known to be positive).
+    empty = laplace_histogram([], epsilon=epsilon, domain=range(m), neighbors="add_remove", rng=4)
+    assert empty.total <= s and empty.error_bound(beta) == math.inf
+
+
+def test_laplace_add_remove_bound_parts_cover_exactly(scaled_noise) -> None:
+    """The two events the add/remove frequency bound rests on, each against its exact
+    probability (two-sided Wilson, α = 1e-6 each): max|Z_i| <= k_m(β/2) (closed form) and
+    |ΣZ| <= s (exact convolution); and the frequency bound itself holds in >= 1 − β of the
+    trials (one-sided). Negative control: noise × 0.8 and × 1.25 are rejected."""
+    seed, beta, trials, m = 1618, 0.3, 3000, 30
     print(f"seed={seed}")
-    rng = np.random.default_rng(seed)
     true = np.full(m, 3)
     data = np.repeat(np.arange(m), true)
+    k = dl_abs_quantile(1.0, m, beta / 2)
+    s = H._sum_abs_quantile(Fraction(1), m, beta / 2)
+    support, law = dl_sum_pmf(1.0, m)
+    exact_max = (1 - 2 * math.exp(-(k + 1)) / (1 + math.exp(-1))) ** m
+    exact_sum = float(law[np.abs(support) <= s].sum())
 
-    def fraction_ok(shrink: float) -> int:
-        ok = 0
+    def run() -> tuple[int, int, int]:
+        rng = np.random.default_rng(seed)
+        ok_max = ok_sum = ok_freq = 0
         for _ in range(trials):
             r = laplace_histogram(data, epsilon=1.0, domain=range(m), neighbors="add_remove", rng=rng)
-            err = np.max(np.abs(r.frequencies - true / true.sum()))
-            ok += bool(err <= shrink * r.error_bound(beta))
-        return ok
+            z = r.counts - true
+            ok_max += bool(np.abs(z).max() <= k)
+            ok_sum += bool(abs(int(z.sum())) <= s)
+            ok_freq += bool(np.abs(r.frequencies - true / true.sum()).max() <= r.error_bound(beta))
+        return ok_max, ok_sum, ok_freq
 
-    ok = fraction_ok(1.0)
-    assert wilson_upper(ok, trials, ALPHA) >= 1 - beta, f"seed={seed}: {ok}/{trials}"
-    assert wilson_upper(fraction_ok(0.05), trials, ALPHA) < 1 - beta, (
-        f"seed={seed}: shrunk bound not rejected"
-    )
+    def matches(ok: int, exact: float) -> bool:
+        lo, hi = wilson(ok, trials)
+        return lo <= exact <= hi
+
+    ok_max, ok_sum, ok_freq = run()
+    assert matches(ok_max, exact_max), f"seed={seed}: {ok_max}/{trials} vs {exact_max}"
+    assert matches(ok_sum, exact_sum), f"seed={seed}: {ok_sum}/{trials} vs {exact_sum}"
+    assert wilson_upper(ok_freq, trials, ALPHA) >= 1 - beta, f"seed={seed}: {ok_freq}/{trials}"
+    for factor in (Fraction(4, 5), Fraction(5, 4)):
+        scaled_noise(factor)
+        bad_max, bad_sum, _ = run()
+        assert not (matches(bad_max, exact_max) and matches(bad_sum, exact_sum)), (
+            f"seed={seed}: scale×{factor} not detected ({bad_max}, {bad_sum})"
+        )
+
+
+# ---- per-key confidence intervals under add/remove (histogram.py, confidence_intervals)
+
+
+@pytest.mark.parametrize("other", [False, True])
+def test_laplace_add_remove_intervals_known_answers(monkeypatch: pytest.MonkeyPatch, other: bool) -> None:
+    """Noise-free: [(c − a)/(N̂ + s), (c + a)/(N̂ − s)] clipped to [0, 1], with a the per-key
+    quantile at β/2 (closed form) and s the bound on |ΣZ| over all bins at β/2; [0, 1] when
+    N̂ <= s."""
+    monkeypatch.setattr(H, "discrete_laplace", lambda scale, size, rng: np.zeros(size, dtype=np.int64))
+    beta = 0.1
+    counts = np.array([0, 1, 5, 40, 200, 754])
+    data = np.concatenate([np.repeat(np.arange(6), counts), np.full(17, 99)])  # 17 outside
+    r = laplace_histogram(data, epsilon=1.0, domain=range(6), neighbors="add_remove", other=other, rng=0)
+    total = int(counts.sum()) + (17 if other else 0)
+    assert r.total == total
+    a = dl_abs_quantile(1.0, 1, beta / 2)
+    s = H._sum_abs_quantile(Fraction(1), 6 + int(other), beta / 2)
+    assert dl_sum_exact_quantile(1.0, 6 + int(other), beta / 2) <= s
+    low, high = r.confidence_intervals(beta)
+    np.testing.assert_array_equal(low, np.clip((counts - a) / (total + s), 0, 1))
+    np.testing.assert_array_equal(high, np.clip((counts + a) / (total - s), 0, 1))
+    assert low[0] == 0.0 and 0 < high[0] < 1 and (low[3:] > 0).all() and (high > low).all()
+    c_low, c_high = r.confidence_intervals(beta, unit="count")  # counts: ± a at β, no total
+    a_count = dl_abs_quantile(1.0, 1, beta)
+    np.testing.assert_array_equal(c_low, np.clip(counts - a_count, 0, None))
+    np.testing.assert_array_equal(c_high, counts + a_count)
+    # The fallback: a noisy total <= s gives [0, 1] for every key.
+    few = laplace_histogram([0, 1, 1], epsilon=1.0, domain=range(6), neighbors="add_remove", rng=0)
+    assert few.total == 3 <= s
+    low, high = few.confidence_intervals(beta)
+    assert low.tolist() == [0.0] * 6 and high.tolist() == [1.0] * 6
+
+
+def test_laplace_add_remove_intervals_cover_and_narrowed_ones_do_not() -> None:
+    """Per-key coverage >= 1 − β, one key per trial (independent trials), one-sided Wilson
+    (α = 1e-6). Negative control: the same intervals narrowed to a quarter of their width
+    around the estimate must show a miss rate above β (the collapsed, point-estimate interval
+    misses even more). What this can detect: intervals that undercover. It cannot see intervals
+    that are too wide: at this seed the miss rate is 38/1500 ≈ 2.5 % against β = 0.2 (the β
+    split and the Chernoff s are conservative); their exact width is pinned by the known answers
+    above."""
+    seed, beta, trials, m = 4242, 0.2, 1500, 12
+    print(f"seed={seed}")
+    rng = np.random.default_rng(seed)
+    true = np.arange(1, m + 1) * 4
+    data = np.repeat(np.arange(m), true)
+    truth = true / true.sum()
+    miss = miss_narrow = 0
+    for i in range(trials):
+        r = laplace_histogram(data, epsilon=0.5, domain=range(m), neighbors="add_remove", rng=rng)
+        low, high = r.confidence_intervals(beta)
+        j = i % m
+        miss += not low[j] <= truth[j] <= high[j]
+        mid, half = r.frequencies[j], (high[j] - low[j]) / 8
+        miss_narrow += not mid - half <= truth[j] <= mid + half
+    assert wilson(miss, trials)[0] <= beta, f"seed={seed}: {miss}/{trials} misses"
+    assert wilson(miss_narrow, trials)[0] > beta, f"seed={seed}: narrowed {miss_narrow}/{trials}"

@@ -1,0 +1,247 @@
+#!/usr/bin/env python3
+"""``make mutants``: apply a fixed list of privacy-critical mutations one at a time and fail if
+any survives.
+
+Each mutation replaces one exact snippet (which must occur exactly once) in a *temporary copy*
+of ``src/`` — the working tree is never edited — and runs only the tests meant to kill it, with
+``PYTHONPATH`` pointing at the mutated copy (checked: ``privagg`` must import from the copy). A
+mutation is *killed* when those tests fail (pytest exit status 1); it *survives* when they pass.
+A baseline run of the same tests on an unmutated copy comes first, so that a kill means
+something. Prints a table: mutation → killed/survived → the first failing test.
+
+Usage: python tools/mutants.py [--list] [--only ID[,ID...]] [--no-baseline] [--timeout S]
+Exit status: 0 when every mutation is killed, 1 otherwise (or when the baseline fails).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTEST = ["-m", "pytest", "-q", "-x", "-rfE", "-p", "no:cacheprovider", "-n", "0", "--no-header"]
+
+
+@dataclass(frozen=True)
+class Mutation:
+    id: str
+    item: str  # what it stands for (the review item of issue 15 it answers, or "original five")
+    path: str  # relative to src/privagg
+    old: str
+    new: str
+    tests: tuple[str, ...]
+
+
+H = "mechanisms/histogram.py"
+T = "tests/mechanisms/"
+FC = "tests/friendlycore/"
+
+MUTATIONS: tuple[Mutation, ...] = (
+    # ---- the five privacy-critical mutations the review tried
+    Mutation("stable-ge", "five: >= → > at the stable threshold", H,
+             "keep = (noisy >= params.threshold) & present", "keep = (noisy > params.threshold) & present",
+             (T + "test_hist_known_answers.py::test_key_with_noisy_count_exactly_T_is_kept_and_T_minus_1_is_not",)),
+    Mutation("replace-sensitivity", "five: replace-one sensitivity 2 → 1", H,
+             '_SENSITIVITY = {"replace": 2, "add_remove": 1}', '_SENSITIVITY = {"replace": 1, "add_remove": 1}',
+             (T + "test_hist_known_answers.py",)),
+    Mutation("filter-keep-half", "five, and fc_filter ~166: BasicFilter keeps c = n/2", "friendlycore/filter.py",
+             "num = np.clip((2 * c - n) * np.int64(b), 0, den)",
+             "num = np.clip((2 * c - n + 1) * np.int64(b), 0, den)",
+             (FC + "test_fc_filter.py::test_p2_negative_control_threshold_minus_one",)),
+    Mutation("conversion-L", "five: conversion constant L without its factor 2", "friendlycore/conversion.py",
+             "return 2 * (1 - alpha) / (1 - 2 * alpha) + alpha", "return (1 - alpha) / (1 - 2 * alpha) + alpha",
+             (FC + "test_fc_conversion.py",)),
+    Mutation("ledger-check-then-write", "five: ledger checks and writes in two transactions",
+             "accounting/ledger.py",
+             "        with self._write() as conn:\n            eps, dlt, count = self._spent_row(conn)\n",
+             "        with self._read() as rconn:\n            eps, dlt, count = self._spent_row(rconn)\n"
+             "        time.sleep(0.02)  # the gap of the harness's own racy worker\n"
+             "        with self._write() as conn:\n",
+             ("tests/accounting/test_ledger_processes.py::test_race_exactly_the_allowed_number_of_charges",)),
+    # ---- assertions that could not fail
+    Mutation("filter-int32", "fc_filter ~56: dead n = 10**9 case → exact large products", "friendlycore/filter.py",
+             "num = np.clip((2 * c - n) * np.int64(b), 0, den)",
+             "num = np.clip(((2 * c - n).astype(np.int32) * np.int32(b)).astype(np.int64), 0, den)",
+             (FC + "test_fc_filter.py::test_keep_probabilities_exact_with_large_products",)),
+    Mutation("laplace-bound-no-union", "hist_properties ~81: 0 <= error_bound → exact bound", H,
+             "return _abs_quantile_all(t, m, beta) / self.n", "return _abs_quantile(t, beta) / self.n",
+             (T + "test_hist_properties.py::test_laplace_release_shapes_dtypes_alignment",)),
+    Mutation("stable-bound-no-union", "hist_properties ~101: <= inf under replace → exact bound", H,
+             "return (self.threshold - 1 + _abs_quantile_all(t, self.n, beta)) / self.n",
+             "return (self.threshold - 1 + _abs_quantile(t, beta)) / self.n",
+             (T + "test_hist_properties.py::test_stable_release_keys_are_present_sorted_and_above_threshold",)),
+    Mutation("empty-replace-accepted", "hist_properties ~69/92: empty data under replace must raise", H,
+             'if neighbors == "replace" and key_counts.n == 0:', "if False:",
+             (T + "test_hist_properties.py",)),
+    Mutation("mean-cli-wrong-name", "fc_mean_cli ~121: the error line names the parameter", "cli/mean.py",
+             'dlt = number_option(WHERE, "delta", delta, _validate.check_delta)',
+             'dlt = number_option(WHERE, "epsilon", delta, _validate.check_delta)',
+             (FC + "test_fc_mean_cli.py::test_cli_bad_input_exit_2_one_line",)),
+    Mutation("duckdb-no-memory-limit", "duckdb ~73: the memory limit takes effect and DuckDB spills",
+             "engines/duckdb.py", 'con.sql("SET enable_progress_bar = false")',
+             'con.sql("SET enable_progress_bar = false")\n    con.sql("RESET memory_limit")',
+             ("tests/engines/test_duckdb_engine.py::test_group_by_spills_to_disk_under_a_small_memory_limit",)),
+    Mutation("kmeans-zero-distance-far", "fc_kmeans ~244: a row on its center lands in the innermost bin",
+             "friendlycore/kmeans.py", "np.maximum(dist, np.finfo(float).tiny)", "np.where(dist > 0, dist, np.inf)",
+             (FC + "test_fc_kmeans.py::test_lloyd_step_with_rows_exactly_on_their_centers",)),
+    # ---- statistical tests without power
+    Mutation("laplace-ar-bound-2x-loose", "hist_statistical ~247: add/remove bound 2× loose", H,
+             "return (k + s) / total if total > s else math.inf",
+             "return 2 * (k + s) / total if total > s else math.inf",
+             (T + "test_hist_statistical.py::test_laplace_add_remove_frequency_bound_is_the_exact_formula",)),
+    Mutation("laplace-ar-bound-no-split", "hist_statistical ~247: add/remove bound without the β split", H,
+             "k = _abs_quantile_all(t, m, beta / 2)", "k = _abs_quantile_all(t, m, beta)",
+             (T + "test_hist_statistical.py::test_laplace_add_remove_frequency_bound_is_the_exact_formula",)),
+    Mutation("conversion-L-5pct", "audits: a 5 % leak in the conversion constant L", "friendlycore/conversion.py",
+             "return 2 * (1 - alpha) / (1 - 2 * alpha) + alpha", "return 1.9 * (1 - alpha) / (1 - 2 * alpha) + alpha",
+             (FC + "test_fc_exact_audit.py",)),
+    Mutation("filter-alpha-quarter", "audits: the filter uses α = 1/4 more than claimed", "friendlycore/filter.py",
+             "    near = exact.limit_denominator(_ALPHA_DEN)\n",
+             "    exact = exact + Fraction(1, 4) if exact < Fraction(1, 4) else exact\n"
+             "    near = exact.limit_denominator(_ALPHA_DEN)\n",
+             (FC + "test_fc_exact_audit.py::test_exact_loss_within_the_conversion_claim",)),
+    Mutation("secure-rng-fixed-key", "unseeded secure randomness: rng=None must not repeat", "noise/rng.py",
+             "        return secure_generator(), True", "        return np.random.default_rng(0), True",
+             (FC + "test_fc_mean.py::test_release_fields_and_secure_default",)),
+    # ---- documented behaviour nothing tested
+    Mutation("laplace-ar-ci-collapsed", "Laplace add/remove intervals collapsed to the estimate", H,
+             "        return low, high\n\n    def to_dict", "        return c / total, c / total\n\n    def to_dict",
+             (T + "test_hist_statistical.py::test_laplace_add_remove_intervals_known_answers",)),
+    Mutation("laplace-ar-ci-no-fallback", "Laplace add/remove intervals: the [0, 1] fallback", H,
+             "        if total <= s:\n            return np.zeros_like(c), np.ones_like(c)\n", "",
+             (T + "test_hist_statistical.py::test_laplace_add_remove_intervals_known_answers",)),
+    Mutation("cli-threshold-tight", "CLI --threshold seed ignored", "cli/histogram.py",
+             "neighbors=neighbors, threshold=threshold, rng=None,", 'neighbors=neighbors, threshold="tight", rng=None,',
+             ("tests/cli/test_cli_histogram_options.py::test_threshold_seed_is_used",)),
+    Mutation("cli-beta-ignored", "CLI --beta ignored in the JSON", "cli/histogram.py",
+             "print_json(release, beta=b)", "print_json(release, beta=DEFAULT_BETA)",
+             ("tests/cli/test_cli_histogram_options.py::test_beta_sets_the_bound_in_json_and_table",)),
+    Mutation("cli-error-bound-not-null", "README: error_bound null when no finite bound", "cli/_render.py",
+             '"error_bound": _finite_or_none(release.error_bound(beta)),', '"error_bound": float(release.error_bound(beta)),',
+             ("tests/cli/test_cli_histogram_options.py::test_error_bound_null_when_no_finite_bound",)),
+    Mutation("cli-laplace-neighbors", "CLI Laplace add/remove path runs replace", "cli/histogram.py",
+             "domain=domain_keys, neighbors=neighbors, rng=None", 'domain=domain_keys, neighbors="replace", rng=None',
+             ("tests/cli/test_cli_histogram_options.py::test_laplace_add_remove_path",)),
+    Mutation("epsilon-rounded-up", "ε rounded up (noise below nominal)", H,
+             'name="epsilon", direction="down")', 'name="epsilon", direction="up")',
+             (T + "test_hist_epsilon_rounding.py",)),
+    Mutation("ledger-fallback-overwrites", "Ledger.create without hard links overwrites a racing file",
+             "accounting/ledger.py", 'open(target, "xb") as out', 'open(target, "wb") as out',
+             ("tests/accounting/test_ledger_create.py",)),
+    Mutation("ledger-fallback-truncated", "Ledger.create without hard links: an incomplete copy",
+             "accounting/ledger.py", "out.write(src.read())", "out.write(src.read()[:4096])",
+             ("tests/accounting/test_ledger_create.py",)),
+    Mutation("ledger-race-unreported", "Ledger.create race: FileExistsError instead of ParameterError",
+             "accounting/ledger.py", "            except FileExistsError:\n                raise fail(where",
+             "            except KeyError:\n                raise fail(where",
+             ("tests/accounting/test_ledger_create.py",)),
+    Mutation("mean-cli-calibration", "mean --calibration laplace|zcdp ignored", "cli/mean.py",
+             "radius=r, calibration=calibration,", 'radius=r, calibration="gaussian",',
+             (FC + "test_fc_mean_cli.py::test_cli_other_calibrations",)),
+    Mutation("mean-cli-columns-field", "mean JSON columns field", "cli/mean.py",
+             '"columns": cols,', '"columns": columns,',
+             (FC + "test_fc_mean_cli.py::test_cli_other_calibrations",)),
+)
+
+
+def copy_src(dest: Path) -> Path:
+    src = dest / "src"
+    shutil.copytree(ROOT / "src", src, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    return src
+
+
+def apply(src: Path, m: Mutation) -> None:
+    path = src / "privagg" / m.path
+    text = path.read_text(encoding="utf-8")
+    found = text.count(m.old)
+    if found != 1:
+        raise SystemExit(f"mutation {m.id}: snippet found {found} times in src/privagg/{m.path} (must be 1)")
+    path.write_text(text.replace(m.old, m.new), encoding="utf-8")
+
+
+def run_tests(python: str, src: Path, tests: list[str], timeout: float) -> tuple[int | None, str, float]:
+    env = dict(os.environ, PYTHONPATH=str(src), PYTHONDONTWRITEBYTECODE="1")
+    check = subprocess.run([python, "-c", "import privagg; print(privagg.__file__)"], env=env, cwd=ROOT,
+                           capture_output=True, text=True)
+    if not check.stdout.strip().startswith(str(src)):
+        raise SystemExit(f"privagg does not import from the copy {src}: {check.stdout or check.stderr}")
+    start = time.monotonic()
+    try:
+        proc = subprocess.run([python, *PYTEST, *tests], env=env, cwd=ROOT, capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, "", time.monotonic() - start
+    return proc.returncode, proc.stdout + proc.stderr, time.monotonic() - start
+
+
+def first_failure(output: str) -> str:
+    hit = re.search(r"^(?:FAILED|ERROR) (\S+)", output, re.M)
+    return hit.group(1) if hit else "?"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--list", action="store_true", help="list the mutations and exit")
+    ap.add_argument("--only", default="", help="comma-separated mutation ids")
+    ap.add_argument("--no-baseline", action="store_true", help="skip the run on the unmutated copy")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per mutation (default 300)")
+    ap.add_argument("--python", default=sys.executable, help="interpreter with the test extra")
+    args = ap.parse_args(argv)
+    chosen = [m for m in MUTATIONS if not args.only or m.id in args.only.split(",")]
+    if args.only and len(chosen) != len(set(args.only.split(","))):
+        raise SystemExit(f"unknown mutation id in {args.only!r}")
+    if args.list:
+        for m in chosen:
+            print(f"{m.id:28} {m.item}")
+        return 0
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="privagg-mutants-") as tmp:
+        if not args.no_baseline:
+            base = copy_src(Path(tmp) / "baseline")
+            for m in chosen:  # every snippet must be there, once
+                apply(copy_src(Path(tmp) / f"check-{m.id}"), m)
+            tests = sorted({t for m in chosen for t in m.tests})
+            rc, out, secs = run_tests(args.python, base, [t for t in tests], args.timeout * 2)
+            if rc != 0:
+                print(out[-4000:])
+                print(f"baseline: the selected tests fail without any mutation (exit {rc}); stopping")
+                return 1
+            print(f"baseline: {len(tests)} test selections pass on the unmutated copy ({secs:.0f} s)")
+        rows = []
+        for i, m in enumerate(chosen):
+            src = copy_src(Path(tmp) / f"m{i}")
+            apply(src, m)
+            rc, out, secs = run_tests(args.python, src, list(m.tests), args.timeout)
+            if rc is None:
+                verdict, killer = "TIMEOUT", f"(over {args.timeout:.0f} s)"
+            elif rc == 1:
+                verdict, killer = "killed", first_failure(out)
+            elif rc == 0:
+                verdict, killer = "SURVIVED", "-"
+            else:
+                verdict, killer = f"ERROR({rc})", first_failure(out)
+            rows.append((m.id, verdict, killer, secs))
+            print(f"  {m.id:28} {verdict:9} {secs:5.1f} s  {killer}", flush=True)
+            shutil.rmtree(src.parent, ignore_errors=True)
+    width = max(len(r[0]) for r in rows)
+    print()
+    print(f"| {'mutation':{width}} | result   | killing test |")
+    print(f"|{'-' * (width + 2)}|----------|--------------|")
+    for mid, verdict, killer, _ in rows:
+        print(f"| {mid:{width}} | {verdict:8} | {killer} |")
+    bad = [r for r in rows if r[1] != "killed"]
+    print(f"\n{len(rows) - len(bad)}/{len(rows)} killed in {time.monotonic() - start:.0f} s"
+          + ("" if not bad else f"; not killed: {', '.join(r[0] for r in bad)}"))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
