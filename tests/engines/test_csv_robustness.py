@@ -234,3 +234,18 @@ def test_parquet_with_invalid_utf8_in_a_string_column_is_refused_by_duckdb(tmp_p
     assert str(info.value) == (
         f"histogram: parameter 'file' must be a Parquet file (it could not be parsed as one); got {str(path)!r}."
     )
+
+
+def test_cli_quote_none_reads_one_record_per_line(tmp_path: Path) -> None:
+    """An unterminated quote joins the rest of the file into one record (RFC 4180); with
+    ``--quote none`` every line is a record, so the rows after it still count."""
+    path = _write(tmp_path / "d.csv", HEADER, b"A,1\n" * 50, b'"' + SECRET.encode() + b",2\n", b"C,1\n" * 50)
+    base = ["histogram", path, "--column", "k", "--epsilon", "1", "--delta", "1e-6", "--json"]
+    code, out, err = _cli(*base)
+    assert (code, err) == (0, "") and json.loads(out)["n"] == 51  # the quote swallowed the C rows
+    code, out, err = _cli(*base, "--quote", "none")
+    assert (code, err) == (0, "")
+    release = json.loads(out)
+    assert release["n"] == 101 and SECRET not in out
+    code, _, err = _cli(*base, "--quote", "ab")
+    assert code == 2 and err.startswith("privagg: error: histogram: parameter 'quote' must be ")

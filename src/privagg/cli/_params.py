@@ -54,7 +54,12 @@ def columns_option(where: str, text: str) -> list[str]:
 
 
 def csv_dialect(command: _F) -> _F:
-    """The ``--delimiter`` and ``--encoding`` options of a command that reads a CSV file."""
+    """The ``--delimiter``, ``--encoding`` and ``--quote`` options of a command that reads a CSV file."""
+    command = click.option(
+        "--quote", default='"', show_default=True, metavar="CHAR|none",
+        help="CSV quote character; 'none' reads every line as one record (files written without "
+             "quoting, where a stray quote must not join lines; ignored for Parquet).",
+    )(command)
     command = click.option(
         "--encoding", default="utf-8", show_default=True, metavar="utf-8|utf-16|latin-1",
         help="CSV text encoding (ignored for Parquet).",
@@ -65,9 +70,10 @@ def csv_dialect(command: _F) -> _F:
     )(command)
 
 
-def csv_options(where: str, delimiter: str, encoding: str) -> Any:
-    """``--delimiter``/``--encoding`` as a validated :class:`~privagg.engines.duckdb.CsvOptions`."""
+def csv_options(where: str, delimiter: str, encoding: str, quote: str = '"') -> Any:
+    """``--delimiter``/``--encoding``/``--quote`` as a validated :class:`~privagg.engines.duckdb.CsvOptions`."""
     from ..engines.duckdb import CsvOptions, check_csv_options
 
     delimiter = "\t" if delimiter in ("\\t", "tab") else delimiter
-    return check_csv_options(where, CsvOptions(delimiter=delimiter, encoding=encoding))
+    quote = "" if quote.lower() == "none" else quote
+    return check_csv_options(where, CsvOptions(delimiter=delimiter, encoding=encoding, quote=quote))

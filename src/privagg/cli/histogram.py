@@ -70,6 +70,7 @@ def histogram(
     rows: int,
     delimiter: str,
     encoding: str,
+    quote: str,
 ) -> None:
     """A differentially private histogram of COLUMN in FILE (CSV with a header row, or Parquet).
 
@@ -95,7 +96,7 @@ def histogram(
             raise _validate.fail(mechanism, "delta", rule, None)
         dlt = number_option(mechanism, "delta", delta, _validate.check_delta)
         threshold = _validate.check_choice(mechanism, "threshold", threshold or "tight", THRESHOLDS)
-    csv = csv_options("histogram", delimiter, encoding)
+    csv = csv_options("histogram", delimiter, encoding, quote)
     if plot is not None:
         plot = plot_target("histogram", "plot", plot)
 

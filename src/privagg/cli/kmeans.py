@@ -63,6 +63,7 @@ def kmeans(
     ledger: Path | None,
     delimiter: str,
     encoding: str,
+    quote: str,
 ) -> None:
     """Differentially private k-means centers of the COLUMNS of FILE (CSV with a header, or Parquet).
 
@@ -78,7 +79,7 @@ def kmeans(
     eps = number_option(WHERE, "epsilon", epsilon)
     dlt = number_option(WHERE, "delta", delta, _validate.check_delta)
     r = radius_option(WHERE, radius)
-    csv = csv_options(WHERE, delimiter, encoding)
+    csv = csv_options(WHERE, delimiter, encoding, quote)
     if plot is not None:
         plot = check_plot(WHERE, plot, len(cols))
     points = read_numeric_columns(file, cols, caller=WHERE, csv=csv)

@@ -55,6 +55,7 @@ def mean(
     ledger: Path | None,
     delimiter: str,
     encoding: str,
+    quote: str,
 ) -> None:
     """A differentially private mean of the COLUMNS of FILE (CSV with a header row, or Parquet).
 
@@ -69,7 +70,7 @@ def mean(
     eps = number_option(WHERE, "epsilon", epsilon)
     dlt = number_option(WHERE, "delta", delta, _validate.check_delta)
     r = radius_option(WHERE, radius)
-    csv = csv_options(WHERE, delimiter, encoding)
+    csv = csv_options(WHERE, delimiter, encoding, quote)
     _validate.check_choice(WHERE, "calibration", calibration, CALIBRATIONS)
     if plot is not None:
         plot = check_plot(WHERE, plot, len(cols))
