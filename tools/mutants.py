@@ -149,6 +149,26 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("mean-cli-columns-field", "mean JSON columns field", "cli/mean.py",
              '"columns": cols,', '"columns": columns,',
              (FC + "test_fc_mean_cli.py::test_cli_other_calibrations",)),
+    # ---- issue 10 (never a record) and the stable histogram's add/remove total
+    Mutation("stable-total-at-count-scale", "stable add/remove: the total drawn at the counts' scale (ε overspent)",
+             H, "discrete_laplace(params.total_scale, size=1, rng=gen)",
+             "discrete_laplace(params.scale, size=1, rng=gen)",
+             (T + "test_hist_add_remove_total.py",)),
+    Mutation("stable-total-bound-ignores-total", "stable add/remove: error bound without the total's noise", H,
+             "released = _ratio_error_bound(k, s * f_up, total)", "released = _ratio_error_bound(k, 0, total)",
+             (T + "test_hist_add_remove_total.py",)),
+    Mutation("csv-strict-mode", "CSV: DuckDB's strict reader (one lone CR aborts the scan)", "engines/duckdb.py",
+             "comment = '', strict_mode = false", "comment = '', strict_mode = true",
+             ("tests/engines/test_csv_robustness.py",)),
+    Mutation("keys-negative-zero", "keys: −0.0 released as −0.0 (spelling depends on record order)",
+             "engines/counting.py", "keys = np.where(keys == 0, keys.dtype.type(0), keys)", "pass",
+             ("tests/engines/test_canonical_keys.py",)),
+    Mutation("render-no-escape", "CLI: control characters printed raw", "cli/_render.py",
+             "    if backslash:\n        return _INVISIBLE.sub(_escape, s)", "    if backslash:\n        return s",
+             ("tests/cli/test_cli_escaping.py",)),
+    Mutation("render-markup", "CLI: released keys rendered as rich markup", "cli/_render.py",
+             "markup=False, emoji=False", "markup=True, emoji=True",
+             ("tests/cli/test_cli_escaping.py",)),
 )
 
 
