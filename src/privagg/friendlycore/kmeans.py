@@ -45,7 +45,7 @@ from typing import Any
 import mpmath
 import numpy as np
 
-from .._validate import check_epsilon, check_positive_int, fail, quiet_numerics
+from .._validate import check_positive_int, fail, quiet_numerics
 from ..accounting import PrivacyLoss, zcdp_to_epsilon
 from ..noise.grid import (
     _sqrt_up,
@@ -72,6 +72,7 @@ from .mean import (
     anchored_rounding,
     capped_friendly_budget,
     check_delta_floor,
+    check_epsilon_floor,
     dlap_tail_shift,
     rho_for,
 )
@@ -191,13 +192,15 @@ def kmeans_plan(epsilon: Any, delta: Any, *, select_radius: bool = True,
                 where: str = "private_kmeans") -> KMeansPlan:
     """Split (ε, δ) between the steps of :func:`private_kmeans` and calibrate each (public only).
 
-    Shares: ε_n = ε/40; ε_sel = ε/10 (radius chosen privately); per Lloyd step ε/40 for the
-    counts and ε/20 (with δ/(2·steps)) for the sums; the aggregation gets the rest of ε and δ/2 as
+    Shares (as the code: ``_SHARE_*``): ε_n = ε/40; ε_sel = ε/10 (radius chosen privately); per
+    Lloyd step ε/20 for the (cluster, distance) histogram and ε/16 (with δ/(2·steps)) for the
+    sums; the aggregation gets the rest of ε and δ/2 as
     a replace-one-tuple target, halved for group privacy, turned into a friendly budget by
-    :func:`privagg.friendly_budget` and split 1/3 : 2/3 between count and mean (δ half each).
-    Every returned guarantee is that of the calibrated noise, never above its share.
+    :func:`privagg.friendly_budget` and split 1/3 : 2/3 between count and mean (δ half each); the
+    per-tuple ε₁ is capped at 64 (:func:`~privagg.friendlycore.mean.capped_friendly_budget`),
+    beyond which the rest of ε is left unspent. Every returned guarantee is that of the calibrated noise, never above its share.
     """
-    eps = _frac(check_epsilon(where, epsilon))
+    eps = check_epsilon_floor(where, epsilon)
     dlt = check_delta_floor(where, delta)
     return _plan(eps, dlt, bool(select_radius))
 
@@ -548,7 +551,7 @@ def private_kmeans(
     k : int
         Number of centers, 1 to 1000.
     epsilon : float
-        ε > 0 (end to end, add/remove one row). The aggregation uses at most ε₁ = 64 per tuple
+        ε in [2⁻¹⁰⁰, ∞) (end to end, add/remove one row). The aggregation uses at most ε₁ = 64 per tuple
         (:data:`~privagg.friendlycore.mean.FRIENDLY_EPS_MAX`); beyond, the rest is unspent and
         the reported guarantee is below ε.
     delta : float

@@ -107,6 +107,8 @@ _SAFETY = 1.0 + 2.0**-40  # float-computed noise scales (grid exponent choice) c
 _U = Fraction(1, 2**53)  # unit roundoff of float64
 #: Largest end-to-end ε' given to one FriendlyCore step (public; see capped_friendly_budget).
 FRIENDLY_EPS_MAX = Fraction(64)
+#: Smallest ε accepted by private_mean and private_kmeans (documented limit).
+EPS_MIN = Fraction(2) ** -100
 #: Smallest δ accepted by private_mean and private_kmeans: below it the friendly δ of the
 #: conversion theorem (about δ/4 at small ε) is no longer a normal float64 (documented limit).
 DELTA_MIN = Fraction(2) ** -900
@@ -137,9 +139,11 @@ def _float_up(x: Fraction) -> float:
 
 
 def rho_for(epsilon: Any, delta: Any) -> Fraction:
-    """The largest ρ (within 2⁻⁴⁰ relative) with ``zcdp_to_epsilon(ρ, δ) <= ε`` (never above).
+    """The largest ρ (within 2⁻³⁰ relative) with ``zcdp_to_epsilon(ρ, δ) <= ε`` (never above).
 
-    Bisection on the accounting module's rigorous conversion, so the returned ρ is certified:
+    Bisection on the accounting module's rigorous conversion (48 linear steps on ``[0, ε]``,
+    then, only where they leave more than 2⁻³⁰ relative, i.e. tiny ε, geometric steps from
+    the simple-bound solution), so the returned ρ is certified:
     ``zcdp_to_epsilon(rho_for(ε, δ), δ) <= ε`` exactly.
     """
     eps, dlt = _frac(epsilon), _frac(delta)
@@ -150,10 +154,36 @@ def rho_for(epsilon: Any, delta: Any) -> Fraction:
             lo_f = mid
         else:
             hi_f = mid
+    if hi_f - lo_f > lo_f * 2.0**-30:
+        # Tiny ε: the linear steps cannot resolve ρ ≈ ε²/(4 ln(1/δ)) (it stayed 0 at ε = 1e-12,
+        # δ = 1e-18). Geometric bisection from the certified simple-bound solution
+        # ρ_s = (√(L + ε) − √L)², L = ln(1/δ) (ρ_s + 2√(ρ_s L) = ε, and CKS <= simple).
+        big_l = math.log(dlt.denominator) - math.log(dlt.numerator)
+        rho_s = (float(eps) / (math.sqrt(big_l + float(eps)) + math.sqrt(big_l))) ** 2
+        while rho_s > 0 and zcdp_to_epsilon(Fraction(rho_s), dlt) > eps:
+            rho_s *= 1.0 - 2.0**-30  # pragma: no cover - float rounding of ρ_s
+        lo_f = max(lo_f, rho_s)
+        for _ in range(60):
+            if not (lo_f > 0 and hi_f - lo_f > lo_f * 2.0**-41):
+                break
+            mid = math.sqrt(lo_f) * math.sqrt(hi_f)
+            if zcdp_to_epsilon(Fraction(mid), dlt) <= eps:
+                lo_f = mid
+            else:
+                hi_f = mid
     lo = Fraction(lo_f)
     if lo > 0 and zcdp_to_epsilon(lo, dlt) > eps:  # pragma: no cover - bisection invariant
         raise AssertionError("rho_for: bisection invariant broken")
     return lo
+
+
+def check_epsilon_floor(where: str, epsilon: Any) -> Fraction:
+    """ε as validated by :func:`~privagg._validate.check_epsilon`, and at least 2⁻¹⁰⁰ ≈ 7.9e-31
+    (:data:`EPS_MIN`): below it the count noise has scale > 10³⁰ (every release is ⊥ with
+    overwhelming probability) and the exact samplers' fixed-precision intervals fail."""
+    if check_epsilon(where, epsilon) < 2.0**-100:
+        raise fail(where, "epsilon", "a finite number >= 2**-100", epsilon)
+    return _frac(epsilon)
 
 
 def check_delta_floor(where: str, delta: Any) -> Fraction:
@@ -298,7 +328,7 @@ def mean_plan(
     small-sample shares (ε_sel = ε/5, locate ε/3, friendly count 1/2 of the friendly ε), which
     :func:`private_mean` uses when the released ``n̂·ε < SMALL_SAMPLE``.
     """
-    eps = _frac(check_epsilon(where, epsilon))
+    eps = check_epsilon_floor(where, epsilon)
     dlt = check_delta_floor(where, delta)
     check_choice(where, "calibration", calibration, CALIBRATIONS)
     alpha_fraction(alpha, where)
@@ -448,7 +478,7 @@ def private_mean(
         missing and one beyond the float range (``10**400``) as infinite, so their rows are
         dropped too, as in a CSV file.
     epsilon : float
-        ε > 0 (end to end). Any finite ε works; one FriendlyCore step uses at most ε' = 64
+        ε in [2⁻¹⁰⁰, ∞) (end to end; below 2⁻¹⁰⁰ ≈ 7.9e-31: ParameterError). Any larger ε works; one FriendlyCore step uses at most ε' = 64
         (:data:`FRIENDLY_EPS_MAX`), the sums get the rest.
     delta : float
         δ in [2⁻⁹⁰⁰, 1) (end to end; also needed by ``"laplace"``: the core-size bound fails with
