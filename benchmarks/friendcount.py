@@ -9,6 +9,11 @@ Cases, each in its own subprocess (so peak memory is per case), measured side by
    r = 2 (the ball cuts through the clusters: the hard case), low-dimension path. Target <= 60 s.
    ``tree_tight``: the same with sd 0.2 (friendly data: most clusters inside one ball).
 3. ``memory``: n = 200 000, d = 50, blocked products path: peak resident memory. Target <= 2 GB.
+4. ``far``: n = 3000, d = 20 (``friend_counts`` gemm at r ≈ 0.9·√(2d), and the radius-selection
+   bins), without a far row and with one row at 1e135 / 1e200 / 1e300 / 1.5e308, placed first
+   (the screening anchor) or last: seconds and peak RSS side by side (issue 10: one far record
+   must not change time or memory beyond a small factor). ``far_mean``: ``private_mean`` at its
+   defaults (m_locate = 8000) on n = 8000, d = 20, without and with a row at 1e135.
 
 Pass a case name to run only that case (``python benchmarks/friendcount.py tree``).
 """
@@ -117,19 +122,63 @@ def case_memory() -> dict:
     }
 
 
+def _far_data(n: int, d: int, far: float | None, first: bool) -> np.ndarray:
+    x = np.random.default_rng(4).normal(size=(n, d))
+    if far is None:
+        return x
+    row = np.full((1, d), far)
+    row[0, 1::2] *= -1.0
+    return np.vstack([row, x]) if first else np.vstack([x, row])
+
+
+def case_far_one(spec: str) -> dict:
+    from privagg.friendlycore.radius import _pair_bins
+
+    far_s, first_s = spec.split(",")
+    far = None if far_s == "none" else float(far_s)
+    x = _far_data(3000, 20, far, first_s == "first")
+    t = time.perf_counter()
+    with np.errstate(all="ignore"):
+        friend_counts(x, ball(float(np.sqrt(40) * 0.9)), method="gemm")
+    counts_s = time.perf_counter() - t
+    t = time.perf_counter()
+    with np.errstate(all="ignore"):
+        _pair_bins(x)
+    bins_s = time.perf_counter() - t
+    return {"case": f"far n=3000 d=20 row={far_s} {first_s}", "friend_counts_s": round(counts_s, 3),
+            "radius_bins_s": round(bins_s, 3), "peak_rss_mb": round(_peak_mb(), 1)}
+
+
+def case_far_mean(spec: str) -> dict:
+    from privagg.friendlycore import private_mean
+
+    x = _far_data(8000, 20, None if spec == "none" else float(spec), True)
+    t = time.perf_counter()
+    with np.errstate(all="ignore"):
+        private_mean(x, epsilon=1.0, delta=1e-6, rng=1)
+    return {"case": f"far_mean n=8000 d=20 row={spec} first", "seconds": round(time.perf_counter() - t, 2),
+            "peak_rss_mb": round(_peak_mb(), 1)}
+
+
+FAR_SPECS = [f"{f},{p}" for f in ("none", "1e135", "1e200", "1e300", "1.5e308") for p in ("first", "last")]
+
 CASES = {
     "gemm": case_gemm,
     "tree": case_tree,
     "tree_tight": lambda: case_tree(sd=0.2),
     "memory": case_memory,
+    **{f"far:{spec}": (lambda spec=spec: case_far_one(spec)) for spec in FAR_SPECS},
+    **{f"far_mean:{spec}": (lambda spec=spec: case_far_mean(spec)) for spec in ("none", "1e135")},
 }
+GROUPS = {"far": [f"far:{spec}" for spec in FAR_SPECS], "far_mean": ["far_mean:none", "far_mean:1e135"]}
 
 
 def main(argv: list[str]) -> None:
     if len(argv) == 2 and argv[1].startswith("--child="):
         print(json.dumps(CASES[argv[1].split("=", 1)[1]]()))
         return
-    names = argv[1:] or list(CASES)
+    names = argv[1:] or ["gemm", "tree", "tree_tight", "memory", "far", "far_mean"]
+    names = [case for name in names for case in GROUPS.get(name, [name])]
     for name in names:
         proc = subprocess.run(
             [sys.executable, __file__, f"--child={name}"],

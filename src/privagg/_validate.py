@@ -7,10 +7,16 @@ public parameter itself, never data.
 
 from __future__ import annotations
 
+import contextlib
+import decimal
+import functools
 import math
 import numbers
-from collections.abc import Iterable
-from typing import Any
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
+
+import numpy as np
 
 from .errors import ParameterError
 
@@ -22,7 +28,11 @@ __all__ = [
     "check_choice",
     "check_positive_int",
     "check_finite_positive",
+    "quiet_numerics",
+    "real_array",
 ]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def _show(value: Any) -> str:
@@ -94,3 +104,91 @@ def check_positive_int(
     ):
         raise fail(where, name, rule, value)
     return int(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Numeric data: conversion, and floating-point exceptions that must not depend on a record.
+# ---------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
+
+
+def quiet_numerics(func: _F) -> _F:
+    """Decorator: run ``func`` with numpy floating-point errors ignored and RuntimeWarnings
+    silenced, whatever the caller's ``np.seterr`` / warning filters.
+
+    Every computation on data in privagg runs under it: an overflow, an invalid operation or a
+    division by zero caused by a record must neither raise (``np.seterr(all="raise")``) nor print
+    a warning on stderr, since either would reveal that such a record exists. The code inside is
+    written so that such events never reach a released value (the callers document how: e.g.
+    far rows are clipped with a scaled norm, released values are clamped to the float range).
+    ``np.errstate`` is per thread (a context variable): worker threads enter it themselves
+    (:func:`privagg.friendlycore.kernel._map`).
+    """
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with _quiet():
+            return func(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _to_float(value: Any) -> float:
+    """One entry of numeric data: a real number as float64, anything else NaN (missing).
+
+    Numbers beyond the float range (``10**400``) become ``±inf``; strings, None, complex numbers
+    and other objects become NaN. Either way the row is then non-finite and dropped by the
+    caller's declared policy, exactly as a missing value in a CSV file."""
+    if type(value) is float:  # the common case, first (same result as the general rule)
+        return value
+    if isinstance(value, (numbers.Real, decimal.Decimal)) and not isinstance(value, (str, bytes)):
+        try:
+            return float(value)
+        except OverflowError:
+            return math.inf if value > 0 else -math.inf
+        except (TypeError, ValueError, ArithmeticError):
+            return math.nan
+    return math.nan
+
+
+_TO_FLOAT = np.frompyfunc(_to_float, 1, 1)
+
+
+def real_array(where: str, value: Any, ndim: int, name: str = "points") -> np.ndarray:
+    """Numeric data as a C-contiguous float64 array of ``ndim`` dimensions (no error from values).
+
+    * A numpy array of integer or float dtype is converted with ``astype`` (its dtype is public:
+      it belongs to the container, not to a record); bool, string, complex, datetime or void
+      dtypes are refused (:class:`ParameterError`, showing only the dtype).
+    * Anything else (lists, tuples, object arrays, other array-likes) is converted entry by entry
+      by one rule (:func:`_to_float`): a real number becomes its float64 value (``±inf`` beyond
+      the range, e.g. ``2**1100``), any other entry NaN. The path taken does not depend on the
+      values (a list whose entries include ``2**64`` or a string is converted like any list),
+      so neither the exceptions nor, up to the per-entry cost, the running time do.
+
+    Errors only for the shape: ``ndim`` dimensions, at least one column for ``ndim >= 2``, and a
+    rectangular nesting; the message shows the shape or dtype, never a value.
+    """
+    rule = {2: "a 2-D array of shape (n, d) with d >= 1",
+            3: "a 3-D array of shape (n, k, d)"}.get(ndim, f"a {ndim}-D array of real numbers")
+    if isinstance(value, np.ndarray) and value.dtype != object:
+        if value.dtype == bool or not (np.issubdtype(value.dtype, np.integer)
+                                       or np.issubdtype(value.dtype, np.floating)):
+            raise fail(where, name, "an array of real numbers", f"dtype={value.dtype}")
+        arr = value
+    else:
+        try:
+            obj = np.array(value, dtype=object)
+        except ValueError:  # ragged nesting: a property of the container's shape
+            raise fail(where, name, rule, "a ragged nested sequence") from None
+        arr = _TO_FLOAT(obj).astype(np.float64) if obj.size else obj.astype(np.float64)
+    if arr.ndim != ndim or (ndim >= 2 and 0 in arr.shape[1:]):
+        raise fail(where, name, rule, f"shape={arr.shape}")
+    with _quiet():  # float128 / huge integers beyond float64 become ±inf, silently
+        return np.ascontiguousarray(arr, dtype=np.float64)

@@ -25,7 +25,7 @@ A = np.array([[0.0], [1000.0]])
 
 
 def run(tuples: np.ndarray, gen: np.random.Generator) -> float:
-    centers = K._aggregate(tuples, R, PLAN, gen)
+    centers, _ = K._aggregate(tuples, R, PLAN, gen)
     return BOTTOM if centers is None else float(np.round(centers[0, 0], 1))
 
 

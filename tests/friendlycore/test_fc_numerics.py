@@ -180,9 +180,14 @@ def _reference_terms(x: np.ndarray, c: np.ndarray, big_r: float, e: int, unit: f
     with np.errstate(over="ignore", invalid="ignore"):
         y = x - c
         nu = np.sqrt((y * y).sum(axis=1))
-        f = np.where(np.isfinite(nu), np.minimum(1.0, keep / np.maximum(nu, np.finfo(float).tiny)), 0.0)
+        far = ~np.isfinite(nu)  # overflowing squared norm: the direction from y·2⁻⁶⁰⁰
+        small = y[far] * 2.0**-600
+        y[far] = small / np.sqrt((small * small).sum(axis=1))[:, None] * keep
+        nu[far] = keep
+        f = np.minimum(1.0, keep / np.maximum(nu, np.finfo(float).tiny))
         w = np.rint(y * np.ldexp(f / unit, -e)[:, None])
-    return np.where(np.isfinite(w), w, 0.0).astype(np.int64)
+    assert np.isfinite(w).all()
+    return w.astype(np.int64)
 
 
 def _exact_sum(terms: np.ndarray) -> list[int]:
@@ -193,7 +198,7 @@ def _far_rows(rng: np.random.Generator, n: int, d: int) -> tuple[np.ndarray, np.
     c = np.full(d, 1e15)
     x = c + rng.normal(0.0, 600.0, (n, d)) + 400.0
     x[0, 0], x[1, 0] = 1e9, -1e9  # far outliers: clipped
-    x[3, 0] = 1.7e308  # the squared norm overflows: term 0
+    x[3, 0] = 1.7e308  # the squared norm overflows: clipped to the boundary all the same
     return x, c
 
 
@@ -212,7 +217,8 @@ def test_integer_sum_is_exact_and_terms_bounded(d, unit):
     norms2 = [sum(int(v) ** 2 for v in row) for row in terms.tolist()]  # Python integers
     assert max(norms2) <= limit**2
     assert max(norms2) > (limit * (1 - Fraction(1, 2**29))) ** 2  # clipped rows reach R
-    assert norms2[3] == 0  # the row whose squared distance overflows
+    # the row whose squared distance overflows is clipped onto the boundary (it was 0 before)
+    assert norms2[3] > (limit * (1 - Fraction(1, 2**29)) - _sqrt_up(d)) ** 2
 
 
 def test_term_bound_negative_control_without_margin(monkeypatch):

@@ -97,6 +97,7 @@ def kmeans(
         "columns": cols,
         "k": k,
         "secure": bool(release.secure),
+        "reason": release.reason,
     }
     if as_json:
         sys.stdout.write(dumps({**payload, **_guard.charge_fields()}, finite=True) + "\n")
@@ -106,7 +107,7 @@ def kmeans(
         click.echo(f"radius      {'—' if release.radius is None else f'{release.radius:.4g}'}"
                    f"{' (given)' if r is not None else ' (chosen privately)'}")
         if centers is None:
-            click.echo("result      ⊥: too few parts agree on the centers; nothing more is released")
+            click.echo(f"result      ⊥: {release.reason}; nothing more is released")
         else:
             click.echo("center  " + "  ".join(f"{visible(c):>12}" for c in cols))
             for i, row in enumerate(centers, 1):

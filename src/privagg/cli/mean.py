@@ -89,6 +89,7 @@ def mean(
         "columns": cols,
         "calibration": release.calibration,
         "secure": bool(release.secure),
+        "reason": release.reason,
     }
     if as_json:
         sys.stdout.write(dumps({**payload, **_guard.charge_fields()}, finite=True) + "\n")
@@ -114,7 +115,7 @@ def _print_table(file: Path, cols: list[str], release: Any, *, given_radius: boo
     click.echo(f"radius      {'not found (⊥)' if release.radius is None else f'{release.radius:.4g}'}"
                f"{' (given)' if given_radius else ' (chosen privately)'}")
     if not release.ok:
-        click.echo("result      ⊥: too few points agree on a location; nothing more is released")
+        click.echo(f"result      ⊥: {release.reason}; nothing more is released")
         return
     for name, value in zip(cols, release.mean):
         click.echo(f"  {visible(name)}: {value:.6g}")

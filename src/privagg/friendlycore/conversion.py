@@ -36,7 +36,7 @@ from typing import Any
 import mpmath
 import numpy as np
 
-from .._validate import check_finite_positive, fail
+from .._validate import check_finite_positive, fail, quiet_numerics
 from ..noise.rng import resolve_rng
 from .filter import alpha_fraction, core_mask
 from .predicates import Predicate, as_predicate
@@ -209,8 +209,13 @@ class FriendlyMechanism:
     epsilon: float
     delta: float
 
+    @quiet_numerics
     def __call__(self, points: Any, *, rng: Any = None, ledger: Any = None) -> FriendlyRelease:
         """Filter ``points``, shuffle the core, run the algorithm; see :func:`friendly`.
+
+        Runs, the algorithm included, with numpy floating-point errors ignored and
+        RuntimeWarnings silenced (:func:`privagg._validate.quiet_numerics`): a record must not
+        raise or print through them. Other exceptions of the algorithm propagate.
 
         A ``ledger`` (:class:`privagg.accounting.Ledger`) is charged the end-to-end (ε', δ')
         after validation and before any randomness is drawn; it raises

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validate import fail
+from .._validate import fail, quiet_numerics
 from ..noise.rng import resolve_rng
 from ..noise.samplers import bernoulli_rational
 from .kernel import friend_counts
@@ -87,6 +87,7 @@ def keep_probabilities(
     return num, np.full(n, den, dtype=np.int64)
 
 
+@quiet_numerics
 def basic_filter(
     points: Any, *, predicate: Any, alpha: Any = 0.0, rng: Any = None
 ) -> np.ndarray:

@@ -5,15 +5,25 @@ Every unordered pair ``i < j`` is decided once and credited to both ends, and th
 counted without evaluating ``f``. Three paths, all returning the counts of the same decision:
 
 ``gemm`` (:class:`~privagg.friendlycore.predicates.Ball`, any ``d``)
-    Upper-triangular block pairs (blocks of ``block_size <= 4096`` rows; never an ``n × n``
-    matrix). For each block pair the float64 product ``G = X_I X_Jᵀ`` screens pairs against
+    Rows are sorted by their distance ``ρ_i`` to an anchor row and cut into *shells*: blocks of
+    at most ``block_size <= 4096`` consecutive rows whose ``ρ`` lies in ``[ρ_p, 2ρ_p + 4r]``
+    (:func:`_shell_blocks`). By the triangle inequality ``|ρ_x − ρ_y| <= ‖x − y‖``, a block
+    pair whose ``ρ`` ranges are more than ``r`` apart (with a proven float margin) has no
+    friend pair and is skipped unseen; so a far row meets only the rows near it, and the work
+    and memory do not grow with one far record. The remaining upper-triangular block pairs are
+    screened on rows shifted by a *local* anchor (the first row of the pair's first block), so
+    the margin is relative to the pair's own spread, not to the distance from the origin or
+    from a far first row (never an ``n × n`` matrix). For each block pair the float64 product
+    ``G = X_I X_Jᵀ`` screens pairs against
     separable thresholds: with ``s_i = fl(‖x_i‖²)`` and ``c = 16 (d + 4) 2⁻⁵³``, a pair is surely
     inside if ``fl(G_ij − α_j) ≥ α_i`` and surely outside if ``fl(G_ij − β_j) < β_i`` where
     ``α_i = ((1+c) s_i − (1−c) r²/2)/2`` and ``β_i = ((1−c) s_i − (1+c) r²/2)/2``. These are the
     tests ``s_i + s_j − 2G ≤ r² ∓ c (s_i + s_j + r²)``; the proof in ``docs/proofs/friendlycore.md``
     shows the error of the expansion and of the direct formula together stay below the margin, so
     the screen never disagrees with the direct formula. The remaining band is rechecked with
-    :func:`~privagg.friendlycore.predicates.squared_distance`. Block pairs run on a thread pool
+    :func:`~privagg.friendlycore.predicates.squared_distance`; a block pair whose shifted rows
+    leave the proof's range (``s_i > 2⁹⁰⁰``: only when many rows are astronomically far apart)
+    is decided directly, in chunks. Block pairs run on a thread pool
     (numpy releases the GIL), so both cores are busy; counts are exact integers, hence identical
     for every block size and thread count.
 ``tree`` (:class:`Ball`, meant for ``d <= 8``)
@@ -38,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validate import check_choice, check_positive_int, fail
+from .._validate import check_choice, check_positive_int, fail, quiet_numerics
 from .predicates import Ball, Predicate, as_predicate, squared_distance
 
 __all__ = ["friend_counts"]
@@ -51,8 +61,11 @@ _TREE_MIN_N = 4096
 _CHUNK_ELEMS = 1 << 20
 _TREE_CHUNK_ELEMS = 1 << 17
 _TRAVERSAL_CHUNK = 1 << 18
+#: Anchor distances are kept below this cap (a valid lower bound for the rows beyond it).
+_RHO_CAP = 2.0**1000
 
 
+@quiet_numerics
 def friend_counts(
     points: Any,
     predicate: Any,
@@ -135,10 +148,73 @@ def friend_counts(
 
 
 def _map(func: Any, tasks: list, threads: int) -> list:
+    """``[func(*t) for t in tasks]`` on a thread pool. ``np.errstate`` is per thread (a context
+    variable that new threads do not inherit), so every task runs under ``errstate(all="ignore")``
+    itself (:func:`privagg._validate.quiet_numerics`)."""
+
+    def call(t: tuple) -> Any:
+        with np.errstate(all="ignore"):
+            return func(*t)
+
     if threads == 1 or len(tasks) <= 1:
-        return [func(*t) for t in tasks]
+        return [call(t) for t in tasks]
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        return list(pool.map(lambda t: func(*t), tasks))
+        return list(pool.map(call, tasks))
+
+
+def _anchor_distances(x: np.ndarray) -> np.ndarray:
+    """``ρ̂_i ≈ ‖x_i − x_0‖`` for finite rows, within relative ``(d + 8)·2⁻⁵⁴`` plus an absolute
+    ``2⁻⁵⁰⁰``, capped at :data:`_RHO_CAP` (never inf or NaN). A row whose squared distance
+    overflows is measured on ``(x/4 − x_0/4)·2⁻⁵³⁰`` (exact power-of-two scalings; the
+    underflow of tiny entries is far below the relative bound for such a row)."""
+    a = x[0]
+    rho = np.empty(x.shape[0])
+    for s in range(0, x.shape[0], _ROWS_RHO):
+        y = x[s : s + _ROWS_RHO] - a
+        rho[s : s + _ROWS_RHO] = np.sqrt(np.einsum("ij,ij->i", y, y))
+    bad = ~np.isfinite(rho)
+    if bad.any():
+        z = (x[bad] * 0.25 - a * 0.25) * 2.0**-530
+        rho[bad] = np.sqrt(np.einsum("ij,ij->i", z, z)) * 2.0**532
+    return np.minimum(rho, _RHO_CAP)
+
+
+_ROWS_RHO = 1 << 14
+
+
+def _shell_blocks(points: np.ndarray, r: float, block: int) -> tuple:
+    """Rows sorted by anchor distance and cut into shells; the block pairs that may hold
+    friends at radius ``r``.
+
+    Returns ``(order, xs, bounds, last)``: ``xs = points[order]`` sorted by ``ρ̂``; block ``I``
+    is ``xs[bounds[I]:bounds[I+1]]``, at most ``block`` rows with ``ρ̂ <= 2ρ̂_start + 4r``; block
+    pairs ``I <= J <= last[I]`` may hold friends, every ``J > last[I]`` surely holds none.
+
+    Skip rule (docs/proofs/friendlycore.md §7, "Shells"): ``J`` is skipped for ``I`` iff
+    ``lo_J > hi_I + r + μ(4hi_I + 4r) + 2⁻⁵⁰⁰`` with ``μ = (d + 8)·2⁻⁵²`` (``lo``, ``hi`` the
+    least and largest ``ρ̂`` of a block). A friend pair ``x ∈ I``, ``y ∈ J`` has
+    ``ρ_y − ρ_x <= ‖x − y‖ <= r(1 + (d + 4)u)`` (the direct formula's decision
+    ``sqdist <= fl(r²)``), and the error of ``ρ̂`` moves ``ρ̂_y − ρ̂_x`` by far less than the
+    ``μ`` term, so it is never skipped. The short shells (fewer than ``block`` rows) start at
+    radii that more than double each time, so there are at most about 1500 of them.
+    """
+    n, d = points.shape
+    rho = _anchor_distances(points)
+    order = np.argsort(rho, kind="stable")
+    rs = rho[order]
+    xs = points[order]
+    starts = []
+    p = 0
+    while p < n:  # one iteration per block: n/block + (at most ~1500 short shells)
+        q = int(np.searchsorted(rs, 2.0 * rs[p] + 4.0 * r, side="right"))
+        starts.append(p)
+        p = max(p + 1, min(p + block, q))
+    bounds = np.array(starts + [n], dtype=np.int64)
+    lo, hi = rs[bounds[:-1]], rs[bounds[1:] - 1]
+    mu = (d + 8) * 2.0**-52
+    reach = hi + r + mu * (4.0 * hi + 4.0 * r) + 2.0**-500
+    last = np.searchsorted(lo, reach, side="right") - 1
+    return order, xs, bounds, np.maximum(last, np.arange(lo.size))
 
 
 def _credit_pairs(
@@ -177,27 +253,27 @@ def _generic_counts(items: np.ndarray, pred: Predicate, block: int) -> np.ndarra
 def _gemm_counts(points: np.ndarray, pred: Ball, block: int, threads: int) -> np.ndarray:
     n, d = points.shape
     r2 = pred.radius_sq
-    # Screen on rows shifted by the first row (any shift: it only decides which pairs are
-    # rechecked; far from the origin it keeps the band narrow). Rechecks use the original rows.
-    x = points - points[0] if n else points
-    s = np.einsum("ij,ij->i", x, x)
-    if n and s.max() > 2.0**900:
-        # Outside the range where the screening proof holds (overflow): decide every pair directly.
-        return _generic_counts(points, pred, block)
+    order, xs, bounds, last = _shell_blocks(points, pred.radius, block)
     c = _MARGIN * (d + 4) * _U
-    alpha = ((1.0 + c) * s - (1.0 - c) * 0.5 * r2) * 0.5
-    beta = ((1.0 - c) * s - (1.0 + c) * 0.5 * r2) * 0.5
-    # Out-test with one row vector per column block: T_ij < β_i − m_J, m_J >= max_j (α_j − β_j).
-    starts = range(0, n, block)
-    widen = np.array(
-        [(alpha[j0 : j0 + block] - beta[j0 : j0 + block]).max() for j0 in starts]
-    )
-    widen *= 1.0 + 4.0 * _U
-    strict_upper = np.triu(np.ones((min(block, n), min(block, n)), dtype=bool), 1)
+    width = int(np.diff(bounds).max())
+    strict_upper = np.triu(np.ones((width, width), dtype=bool), 1)
     local = threading.local()
 
-    def work(i0: int, j0: int) -> tuple:
-        i1, j1 = min(i0 + block, n), min(j0 + block, n)
+    def work(bi: int, bj: int) -> tuple:
+        i0, i1, j0, j1 = bounds[bi], bounds[bi + 1], bounds[bj], bounds[bj + 1]
+        # Screen on rows shifted by a local anchor (the proof allows any shift shared by both
+        # blocks): the band stays relative to the pair's spread. Rechecks use the rows themselves.
+        anchor = xs[i0]
+        yi, yj = xs[i0:i1] - anchor, xs[j0:j1] - anchor
+        si, sj = np.einsum("ij,ij->i", yi, yi), np.einsum("ij,ij->i", yj, yj)
+        if not max(si.max(), sj.max()) <= 2.0**900:
+            # Outside the screening proof's range (overflow): decide this block pair directly.
+            return i0, j0, None, None, _direct_pairs(xs, r2, i0, i1, j0, j1)
+        alpha_i = ((1.0 + c) * si - (1.0 - c) * 0.5 * r2) * 0.5
+        alpha_j = ((1.0 + c) * sj - (1.0 - c) * 0.5 * r2) * 0.5
+        beta_i = ((1.0 - c) * si - (1.0 + c) * 0.5 * r2) * 0.5
+        # Out-test with one row vector: T_ij < β_i − m_J, m_J >= max_j (α_j − β_j).
+        widen = (alpha_j - ((1.0 - c) * sj - (1.0 + c) * 0.5 * r2) * 0.5).max() * (1.0 + 4.0 * _U)
         if not hasattr(local, "t"):
             local.t = np.empty((block, block))
             local.sure = np.empty((block, block), dtype=bool)
@@ -205,10 +281,10 @@ def _gemm_counts(points: np.ndarray, pred: Ball, block: int, threads: int) -> np
         t = local.t[: i1 - i0, : j1 - j0]
         sure = local.sure[: i1 - i0, : j1 - j0]
         maybe = local.maybe[: i1 - i0, : j1 - j0]
-        np.matmul(x[i0:i1], x[j0:j1].T, out=t)
-        np.subtract(t, alpha[None, j0:j1], out=t)
-        np.greater_equal(t, alpha[i0:i1, None], out=sure)
-        np.greater_equal(t, (beta[i0:i1] - widen[j0 // block])[:, None], out=maybe)
+        np.matmul(yi, yj.T, out=t)
+        np.subtract(t, alpha_j[None, :], out=t)
+        np.greater_equal(t, alpha_i[:, None], out=sure)
+        np.greater_equal(t, (beta_i - widen)[:, None], out=maybe)
         if i0 == j0:
             upper = strict_upper[: i1 - i0, : j1 - j0]
             sure &= upper
@@ -216,19 +292,21 @@ def _gemm_counts(points: np.ndarray, pred: Ball, block: int, threads: int) -> np
         rows = sure.view(np.uint8).sum(axis=1, dtype=np.int64)
         cols = sure.view(np.uint8).sum(axis=0, dtype=np.int64)
         if np.count_nonzero(maybe) > np.count_nonzero(sure):
-            bi, bj = np.nonzero(maybe & ~sure)
-            band = (bi + i0, bj + j0)
+            bi_, bj_ = np.nonzero(maybe & ~sure)
+            band = (bi_ + i0, bj_ + j0)
         else:
             band = None
         return i0, j0, rows, cols, band
 
-    tasks = [(i0, j0) for i0 in starts for j0 in starts if j0 >= i0]
+    tasks = [(bi, bj) for bi in range(bounds.size - 1) for bj in range(bi, int(last[bi]) + 1)]
+    tasks = [t for t in tasks if t[0] != t[1] or bounds[t[0] + 1] - bounds[t[0]] > 1]
     counts = np.ones(n, dtype=np.int64)
     band_i: list[np.ndarray] = []
     band_j: list[np.ndarray] = []
     for i0, j0, rows, cols, band in _map(work, tasks, threads):
-        counts[i0 : i0 + rows.size] += rows
-        counts[j0 : j0 + cols.size] += cols
+        if rows is not None:
+            counts[i0 : i0 + rows.size] += rows
+            counts[j0 : j0 + cols.size] += cols
         if band is not None:
             band_i.append(band[0])
             band_j.append(band[1])
@@ -238,8 +316,29 @@ def _gemm_counts(points: np.ndarray, pred: Ball, block: int, threads: int) -> np
         step = max(1, _CHUNK_ELEMS // d)
         for k in range(0, ii.size, step):
             a, b = ii[k : k + step], jj[k : k + step]
-            _credit_pairs(counts, a, b, squared_distance(points[a], points[b]) <= r2)
-    return counts
+            _credit_pairs(counts, a, b, squared_distance(xs[a], xs[b]) <= r2)
+    out = np.empty(n, dtype=np.int64)
+    out[order] = counts
+    return out
+
+
+def _direct_pairs(xs: np.ndarray, r2: float, i0: int, i1: int, j0: int,
+                  j1: int) -> tuple[np.ndarray, np.ndarray]:
+    """The friend pairs ``(i, j)``, ``i < j``, of rows ``[i0, i1) × [j0, j1)`` by the direct
+    formula, in chunks of about ``_CHUNK_ELEMS`` entries (the fallback for overflowing blocks)."""
+    d = xs.shape[1]
+    out_i, out_j = [], []
+    step = max(1, _CHUNK_ELEMS // max(1, (j1 - j0) * d))
+    cols = np.arange(j0, j1)
+    for a in range(i0, i1, step):
+        rows = np.arange(a, min(a + step, i1))
+        ok = squared_distance(xs[rows, None, :], xs[None, j0:j1, :]) <= r2
+        ok &= rows[:, None] < cols[None, :]
+        p, q = np.nonzero(ok)
+        out_i.append(rows[p])
+        out_j.append(cols[q])
+    # returned as a "band" whose pairs are all friends: rechecked once more by the caller
+    return np.concatenate(out_i), np.concatenate(out_j)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -45,7 +45,7 @@ from typing import Any
 import mpmath
 import numpy as np
 
-from .._validate import check_delta, check_epsilon, check_positive_int, fail
+from .._validate import check_positive_int, fail, quiet_numerics
 from ..accounting import PrivacyLoss, zcdp_to_epsilon
 from ..noise.grid import (
     _sqrt_up,
@@ -61,6 +61,7 @@ from .mean import (
     M_MIN,
     SUM_BITS,
     _anchored_mean,
+    _finite,
     _check_points,
     _check_radius,
     _clipped_integer_sum,
@@ -69,6 +70,9 @@ from .mean import (
     _float_up,
     _frac,
     anchored_rounding,
+    capped_friendly_budget,
+    check_delta_floor,
+    check_epsilon_floor,
     dlap_tail_shift,
     rho_for,
 )
@@ -188,14 +192,16 @@ def kmeans_plan(epsilon: Any, delta: Any, *, select_radius: bool = True,
                 where: str = "private_kmeans") -> KMeansPlan:
     """Split (ε, δ) between the steps of :func:`private_kmeans` and calibrate each (public only).
 
-    Shares: ε_n = ε/40; ε_sel = ε/10 (radius chosen privately); per Lloyd step ε/40 for the
-    counts and ε/20 (with δ/(2·steps)) for the sums; the aggregation gets the rest of ε and δ/2 as
+    Shares (as the code: ``_SHARE_*``): ε_n = ε/40; ε_sel = ε/10 (radius chosen privately); per
+    Lloyd step ε/20 for the (cluster, distance) histogram and ε/16 (with δ/(2·steps)) for the
+    sums; the aggregation gets the rest of ε and δ/2 as
     a replace-one-tuple target, halved for group privacy, turned into a friendly budget by
-    :func:`privagg.friendly_budget` and split 1/3 : 2/3 between count and mean (δ half each).
-    Every returned guarantee is that of the calibrated noise, never above its share.
+    :func:`privagg.friendly_budget` and split 1/3 : 2/3 between count and mean (δ half each); the
+    per-tuple ε₁ is capped at 64 (:func:`~privagg.friendlycore.mean.capped_friendly_budget`),
+    beyond which the rest of ε is left unspent. Every returned guarantee is that of the calibrated noise, never above its share.
     """
-    eps = _frac(check_epsilon(where, epsilon))
-    dlt = _frac(check_delta(where, delta))
+    eps = check_epsilon_floor(where, epsilon)
+    dlt = check_delta_floor(where, delta)
     return _plan(eps, dlt, bool(select_radius))
 
 
@@ -211,11 +217,9 @@ def _plan(eps: Fraction, dlt: Fraction, select: bool) -> KMeansPlan:
     e_ls = zcdp_to_epsilon(rho_ls, d_ls)
     agg_eps = eps - eps_count - eps_select - steps * (e_lc + e_ls)
     agg_delta = dlt * _SHARE_AGG_DELTA
-    # Group privacy of 2: (ε₁, δ₁) per tuple ⇒ (2ε₁, (1 + e^{ε₁})δ₁) per replaced tuple.
-    e1_target = agg_eps / 2
-    d1_target = agg_delta / (1 + _exp_up(e1_target))
-    ef, df = friendly_budget(_float_down(e1_target), _float_down(d1_target))
-    ef, df = Fraction(ef), Fraction(df)
+    # Group privacy of 2: (ε₁, δ₁) per tuple ⇒ (2ε₁, (1 + e^{ε₁})δ₁) per replaced tuple. ε₁ is
+    # capped (FRIENDLY_EPS_MAX; e^{ε₁} overflowed beyond ε ≈ 1400): the rest stays unspent.
+    ef, df = capped_friendly_budget(agg_eps / 2, lambda e1: agg_delta / (1 + _exp_up(e1)))
     e_cc = ef * _SHARE_FRIENDLY_COUNT
     e_cm = ef - e_cc
     d_cc = df / 2
@@ -248,6 +252,9 @@ class KMeansRelease:
     privacy_loss : PrivacyLoss
     parts : int
         The number of parts ``t`` (0 when ⊥ before the split).
+    reason : str or None
+        Why the output is ⊥ (None when ``ok``), from public parameters and released values
+        only (the noisy count ``n̂``, the number of parts, the noisy core size ``m̂``).
     """
 
     ok: bool
@@ -258,6 +265,7 @@ class KMeansRelease:
     secure: bool
     privacy_loss: PrivacyLoss
     parts: int = 0
+    reason: str | None = None
 
 
 def default_parts(n_hat: int, k: int, d: int) -> int:
@@ -270,17 +278,24 @@ def default_parts(n_hat: int, k: int, d: int) -> int:
 def clip_radius(centers: np.ndarray, radius: float, rows_per_part: float) -> float:
     """Public outer radius of the Lloyd steps' distance histogram: half the least distance
     between two centers (the nearest-center cells contain that ball); for ``k = 1``,
-    ``16r·sqrt(rows_per_part)`` (``r`` ≈ the spread of a part's mean)."""
+    ``16r·sqrt(rows_per_part)`` (``r`` ≈ the spread of a part's mean). Computed on the centers
+    scaled by 1/4 (no overflow) and kept in ``[2⁻⁴⁰⁰, 2¹⁰⁰⁰]``: a function of public values."""
     k = centers.shape[0]
     if k == 1:
-        return 16.0 * radius * math.sqrt(max(rows_per_part, 1.0))
+        return min(16.0 * radius * math.sqrt(max(rows_per_part, 1.0)), 2.0**1000)
     a, b = np.triu_indices(k, 1)
-    half = 0.5 * math.sqrt(float(squared_distance(centers[a], centers[b]).min()))
-    return max(half, 2.0**-400)
+    with np.errstate(all="ignore"):  # centers 1e200 apart: the squared distance overflows
+        diff = centers[a] * 0.25 - centers[b] * 0.25  # exact scaling, no overflow
+        half = 2.0 * math.sqrt(float(squared_distance(diff, np.zeros_like(diff)).min()))
+    return min(max(half, 2.0**-400), 2.0**1000)
 
 
 def _part_tuples(x: np.ndarray, k: int, t: int, gen: np.random.Generator, n_init: int) -> np.ndarray:
-    """Shuffle, split into ``t`` uniform random parts, k-means++ per part: ``(t, k, d)``."""
+    """Shuffle, split into ``t`` uniform random parts, k-means++ per part: ``(t, k, d)``.
+
+    A part with fewer than ``k`` rows, or whose k-means fails or gives non-finite centers
+    (rows near the float limit), gives the all-NaN tuple ⊥: one row changes one part, so one
+    tuple, whatever the part's tuple is."""
     from sklearn.cluster import KMeans
     from threadpoolctl import threadpool_limits
 
@@ -298,7 +313,10 @@ def _part_tuples(x: np.ndarray, k: int, t: int, gen: np.random.Generator, n_init
             rows = xs[by_part[bounds[p]:bounds[p + 1]]]
             if rows.shape[0] >= k:
                 km = KMeans(k, init="k-means++", n_init=n_init, random_state=int(seeds[p]))
-                out[p] = km.fit(rows).cluster_centers_
+                try:
+                    out[p] = km.fit(rows).cluster_centers_
+                except (ValueError, ArithmeticError):  # e.g. rows near ±1.8e308: the ⊥ tuple
+                    pass  # (a tuple is any function of its part; nothing is raised or printed)
     return out
 
 
@@ -399,8 +417,9 @@ def _aligned_average(core: np.ndarray) -> np.ndarray:
 
 
 def _aggregate(tuples: np.ndarray, r: float, plan: KMeansPlan,
-               gen: np.random.Generator) -> np.ndarray | None:
-    """FriendlyCore on the tuples with aligned averaging: sorted ``(k, d)`` centers or None (⊥)."""
+               gen: np.random.Generator) -> tuple[np.ndarray | None, int]:
+    """FriendlyCore on the tuples with aligned averaging: (sorted ``(k, d)`` centers or None for
+    ⊥, the noisy core size m̂)."""
     _, k, d = tuples.shape
     counts = _interval_counts(tuples, np.array([r]))[:, 0]
     num, den = keep_probabilities(counts)
@@ -409,7 +428,7 @@ def _aggregate(tuples: np.ndarray, r: float, plan: KMeansPlan,
     m_hat = core.shape[0] + int(discrete_laplace(1 / plan.eps_core_count, rng=gen))
     m_low = m_hat - plan.core_count_shift
     if m_low < M_MIN or core.shape[0] == 0 or not np.isfinite(core).all():
-        return None
+        return None, m_hat
     avg = _aligned_average(core)
     # Exponent from public values as before; sensitivity (grid units) of the exact aligned average
     # plus the rounding of the computed one, whose error is relative to the per-coordinate
@@ -423,7 +442,8 @@ def _aggregate(tuples: np.ndarray, r: float, plan: KMeansPlan,
     centers = grid_gaussian_integers(_exact_grid(avg, e), exponent=e, bound=math.inf,
                                      l2_sensitivity_grid=sens_g, rho=plan.rho_core_mean,
                                      rng=gen).values.reshape(k, d)
-    return centers[np.lexsort(centers.T[::-1])]
+    centers = _finite(centers)
+    return centers[np.lexsort(centers.T[::-1])], m_hat
 
 
 def _nearest(x: np.ndarray, centers: np.ndarray) -> np.ndarray:
@@ -431,14 +451,24 @@ def _nearest(x: np.ndarray, centers: np.ndarray) -> np.ndarray:
 
     The Gram expansion ``‖c‖² − 2x·c`` is taken relative to the centers' mean (public): far from
     the origin (``|x| ≈ 10¹⁵``) the absolute one cancels catastrophically and labels rows at
-    random. A function of the row and the public centers only, whatever its rounding."""
-    origin = centers.mean(axis=0)
+    random. A row for which it overflows (far beyond the centers) is labelled by its scaled
+    direct distances. A function of the row and the public centers only, whatever its
+    rounding."""
+    origin = centers * 0.5
+    origin = origin.mean(axis=0) * 2.0  # (no overflow for centers near ±1.8e308)
     shifted = centers - origin
     out = np.empty(x.shape[0], dtype=np.int64)
     c2 = np.einsum("ij,ij->i", shifted, shifted)
     for s in range(0, x.shape[0], _ROWS):
         block = x[s:s + _ROWS] - origin
-        out[s:s + _ROWS] = np.argmin(c2[None, :] - 2.0 * (block @ shifted.T), axis=1)
+        score = c2[None, :] - 2.0 * (block @ shifted.T)
+        out[s:s + _ROWS] = np.argmin(score, axis=1)
+        bad = ~np.isfinite(score).all(axis=1)
+        if bad.any():  # a row so far that the expansion overflows: direct distances, scaled
+            rows = x[s:s + _ROWS][bad]
+            z = rows[:, None, :] * 0.25 - centers[None, :, :] * 0.25
+            z /= np.maximum(np.abs(z).max(axis=(1, 2), keepdims=True), np.finfo(float).tiny)
+            out[np.flatnonzero(bad) + s] = np.argmin(np.einsum("ikj,ikj->ik", z, z), axis=1)
     return out
 
 
@@ -488,7 +518,7 @@ def _lloyd_step(x: np.ndarray, centers: np.ndarray, r_max: float, plan: KMeansPl
     moved = counts >= M_MIN
     out = centers.copy()
     out[moved] += noisy[moved] * radii[moved, None] / counts[moved, None]
-    return out
+    return _finite(out)
 
 
 def _check_k(where: str, k: Any) -> int:
@@ -516,13 +546,16 @@ def private_kmeans(
     Parameters
     ----------
     points : array_like, shape (n, d)
-        Real numbers. Rows with a NaN or infinite entry are dropped (data, not errors).
+        Real numbers. Rows with a NaN or infinite entry are dropped (data, not errors); entries
+        that are not real numbers count as missing (as in :func:`privagg.private_mean`).
     k : int
         Number of centers, 1 to 1000.
     epsilon : float
-        ε > 0 (end to end, add/remove one row).
+        ε in [2⁻¹⁰⁰, ∞) (end to end, add/remove one row). The aggregation uses at most ε₁ = 64 per tuple
+        (:data:`~privagg.friendlycore.mean.FRIENDLY_EPS_MAX`); beyond, the rest is unspent and
+        the reported guarantee is below ε.
     delta : float
-        δ in (0, 1).
+        δ in [2⁻⁹⁰⁰, 1).
     radius : float, optional
         Tuple radius r: per-part centers of one cluster lie within r of each other, clusters are
         more than 6r apart. ``None``: chosen privately on the grid ``2^{j/4}`` (ε/10).
@@ -538,7 +571,8 @@ def private_kmeans(
     Returns
     -------
     KMeansRelease
-        ``ok=False, centers=None`` is ⊥ (too few rows, or too few parts agree).
+        ``ok=False, centers=None`` is ⊥ (too few rows, or too few parts agree); ``reason`` says
+        which, from released values only.
 
     Raises
     ------
@@ -564,6 +598,12 @@ def private_kmeans(
     >>> rel.ok, bool(np.abs(rel.centers - truth[np.lexsort(truth.T[::-1])]).max() < 1.0)
     (True, True)
     """
+    return _private_kmeans(points, k, epsilon, delta, radius, rng, ledger, parts, n_init)
+
+
+@quiet_numerics
+def _private_kmeans(points: Any, k: Any, epsilon: Any, delta: Any, radius: Any, rng: Any,
+                    ledger: Any, parts: Any, n_init: Any) -> KMeansRelease:
     where = "private_kmeans"
     x = _check_points(where, points)
     if x.shape[1] > 2**20:
@@ -582,19 +622,22 @@ def private_kmeans(
                       "radius": r, "parts": parts, "d": int(x.shape[1])})
     d = x.shape[1]
 
-    def bottom(used: float | None, t: int) -> KMeansRelease:
-        return KMeansRelease(False, None, eps_out, delta_out, used, secure, loss, t)
+    def bottom(used: float | None, t: int, reason: str) -> KMeansRelease:
+        return KMeansRelease(False, None, eps_out, delta_out, used, secure, loss, t, reason)
 
     n_hat = x.shape[0] + int(discrete_laplace(1 / plan.eps_count, rng=gen))
     t = int(parts) if parts is not None else default_parts(max(n_hat, 0), kk, d)
     if t < T_MIN:
-        return bottom(r, 0)
+        return bottom(r, 0, f"too few rows for {T_MIN} parts of {ROWS_PER_CLUSTER}·k rows "
+                            f"(noisy count n̂ = {n_hat} gives {t} parts)")
     tuples = _part_tuples(x, kk, t, gen, int(n_init))
     if r is None:
         r = _select_radius(tuples, plan.eps_select, gen)
-    centers = _aggregate(tuples, r, plan, gen)
+    centers, m_hat = _aggregate(tuples, r, plan, gen)
     if centers is None:
-        return bottom(r, t)
+        return bottom(r, t, f"too few of the {t} parts agree on the centers (noisy core size "
+                            f"m̂ = {m_hat}, needs m̂ >= {M_MIN + plan.core_count_shift} and a "
+                            f"finite core; noisy count n̂ = {n_hat})")
     for _ in range(plan.steps):
         big_r = clip_radius(centers, r, max(n_hat, 1) / t)
         centers = _lloyd_step(x, centers, big_r, plan, gen)

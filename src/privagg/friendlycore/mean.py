@@ -50,6 +50,8 @@ from .._validate import (
     check_finite_positive,
     check_positive_int,
     fail,
+    quiet_numerics,
+    real_array,
 )
 from ..accounting import PrivacyLoss, zcdp_to_epsilon
 from ..noise.grid import (
@@ -103,6 +105,13 @@ QUANTILE_GRID = 24
 _ROWS = 1 << 14  # rows per block of the clipped sum
 _SAFETY = 1.0 + 2.0**-40  # float-computed noise scales (grid exponent choice) carry this factor
 _U = Fraction(1, 2**53)  # unit roundoff of float64
+#: Largest end-to-end ε' given to one FriendlyCore step (public; see capped_friendly_budget).
+FRIENDLY_EPS_MAX = Fraction(64)
+#: Smallest ε accepted by private_mean and private_kmeans (documented limit).
+EPS_MIN = Fraction(2) ** -100
+#: Smallest δ accepted by private_mean and private_kmeans: below it the friendly δ of the
+#: conversion theorem (about δ/4 at small ε) is no longer a normal float64 (documented limit).
+DELTA_MIN = Fraction(2) ** -900
 #: Clipped-sum terms are rounded to the grid ``2^(E − SUM_BITS)`` of their radius ``R <= 2^E``
 #: (so ``|term/step| <= 2^SUM_BITS``) and summed exactly in integers.
 SUM_BITS = 38
@@ -130,9 +139,11 @@ def _float_up(x: Fraction) -> float:
 
 
 def rho_for(epsilon: Any, delta: Any) -> Fraction:
-    """The largest ρ (within 2⁻⁴⁰ relative) with ``zcdp_to_epsilon(ρ, δ) <= ε`` (never above).
+    """The largest ρ (within 2⁻³⁰ relative) with ``zcdp_to_epsilon(ρ, δ) <= ε`` (never above).
 
-    Bisection on the accounting module's rigorous conversion, so the returned ρ is certified:
+    Bisection on the accounting module's rigorous conversion (48 linear steps on ``[0, ε]``,
+    then, only where they leave more than 2⁻³⁰ relative, i.e. tiny ε, geometric steps from
+    the simple-bound solution), so the returned ρ is certified:
     ``zcdp_to_epsilon(rho_for(ε, δ), δ) <= ε`` exactly.
     """
     eps, dlt = _frac(epsilon), _frac(delta)
@@ -143,10 +154,65 @@ def rho_for(epsilon: Any, delta: Any) -> Fraction:
             lo_f = mid
         else:
             hi_f = mid
+    if hi_f - lo_f > lo_f * 2.0**-30:
+        # Tiny ε: the linear steps cannot resolve ρ ≈ ε²/(4 ln(1/δ)) (it stayed 0 at ε = 1e-12,
+        # δ = 1e-18). Geometric bisection from the certified simple-bound solution
+        # ρ_s = (√(L + ε) − √L)², L = ln(1/δ) (ρ_s + 2√(ρ_s L) = ε, and CKS <= simple).
+        big_l = math.log(dlt.denominator) - math.log(dlt.numerator)
+        rho_s = (float(eps) / (math.sqrt(big_l + float(eps)) + math.sqrt(big_l))) ** 2
+        while rho_s > 0 and zcdp_to_epsilon(Fraction(rho_s), dlt) > eps:
+            rho_s *= 1.0 - 2.0**-30  # pragma: no cover - float rounding of ρ_s
+        lo_f = max(lo_f, rho_s)
+        for _ in range(60):
+            if not (lo_f > 0 and hi_f - lo_f > lo_f * 2.0**-41):
+                break
+            mid = math.sqrt(lo_f) * math.sqrt(hi_f)
+            if zcdp_to_epsilon(Fraction(mid), dlt) <= eps:
+                lo_f = mid
+            else:
+                hi_f = mid
     lo = Fraction(lo_f)
     if lo > 0 and zcdp_to_epsilon(lo, dlt) > eps:  # pragma: no cover - bisection invariant
         raise AssertionError("rho_for: bisection invariant broken")
     return lo
+
+
+def check_epsilon_floor(where: str, epsilon: Any) -> Fraction:
+    """ε as validated by :func:`~privagg._validate.check_epsilon`, and at least 2⁻¹⁰⁰ ≈ 7.9e-31
+    (:data:`EPS_MIN`): below it the count noise has scale > 10³⁰ (every release is ⊥ with
+    overwhelming probability) and the exact samplers' fixed-precision intervals fail."""
+    if check_epsilon(where, epsilon) < 2.0**-100:
+        raise fail(where, "epsilon", "a finite number >= 2**-100", epsilon)
+    return _frac(epsilon)
+
+
+def check_delta_floor(where: str, delta: Any) -> Fraction:
+    """δ as validated by :func:`~privagg._validate.check_delta`, and at least :data:`DELTA_MIN`."""
+    if check_delta(where, delta) < 2.0**-900:
+        raise fail(where, "delta", "a number in [2**-900, 1)", delta)
+    return _frac(delta)
+
+
+def capped_friendly_budget(eps_target: Fraction, delta_of: Any,
+                           alpha: Any = 0) -> tuple[Fraction, Fraction]:
+    """The friendly budget ``(ε_f, δ_f)`` of a FriendlyCore step whose end-to-end target is
+    ``(ε', delta_of(ε'))``, with ``ε' = min(eps_target, FRIENDLY_EPS_MAX)``, halved (public, at
+    most 60 times) while the friendly ``δ_f`` would fall below ``2⁻¹⁰⁰⁰``.
+
+    Why a cap: ``ε_f = ln(1 + ε'/L)`` grows only logarithmically in ``ε'``, while
+    ``δ_f = δ'(e^{ε_f} − 1)/(e^{ε'} − 1)`` falls like ``e^{−ε'}`` and underflows float64 beyond
+    ``ε' ≈ 700`` (``math domain error`` at ε = 5000 before). Spending less than the share is
+    always allowed: the step's guarantee is that of its calibrated noise, and the mechanisms
+    give the rest to later steps (private_mean) or leave it unspent (private_kmeans). With
+    ``δ >= DELTA_MIN`` the halving always ends with ``δ_f >= 2⁻¹⁰⁰⁰``.
+    """
+    e = min(eps_target, FRIENDLY_EPS_MAX)
+    for _ in range(60):
+        ef, df = friendly_budget(_float_down(e), _float_down(delta_of(e)), alpha=alpha)
+        if df >= 2.0**-1000 and ef > 0:
+            return Fraction(ef), Fraction(df)
+        e /= 2
+    raise AssertionError("capped_friendly_budget: δ below DELTA_MIN")  # pragma: no cover
 
 
 @functools.lru_cache(maxsize=256)
@@ -169,7 +235,9 @@ class MeanPlan:
     Attributes
     ----------
     calibration : str
-    alpha : float
+    alpha : Fraction
+        BasicFilter's α exactly as given (a float's exact value); the filter rounds it down
+        itself (:func:`~privagg.friendlycore.filter.alpha_fraction`).
     small : bool
         Small-sample shares (chosen when the released ``n̂·ε < SMALL_SAMPLE``).
     eps_count : Fraction
@@ -194,7 +262,7 @@ class MeanPlan:
     """
 
     calibration: str
-    alpha: float
+    alpha: Fraction
     small: bool
     eps_count: Fraction
     eps_select: Fraction
@@ -231,7 +299,7 @@ class MeanPlan:
 
     def public_parameters(self) -> dict[str, Any]:
         """JSON-ready public parameters (for the ledger)."""
-        return {"calibration": self.calibration, "alpha": self.alpha,
+        return {"calibration": self.calibration, "alpha": float(self.alpha),
                 "eps_count": float(self.eps_count), "eps_select": float(self.eps_select),
                 "eps_locate": float(self.eps_locate), "eps_quantile": float(self.eps_quantile),
                 "eps_sum": float(self.eps_sum)}
@@ -252,15 +320,16 @@ def mean_plan(
     Shares: ε_n = ε/40; ε_sel = ε/10 when the radius is chosen privately (δ_sel = 0); the locate
     step gets the end-to-end (ε/5, δ/2) (δ for ``"laplace"``), turned into a friendly budget by
     :func:`privagg.friendly_budget` and split 1/4 : 3/4 between count and mean (δ half each for
-    Gaussian); the distance histogram gets ε/20; the clipped sums get the rest, (ε − the others,
+    Gaussian; the locate ε is capped at :data:`FRIENDLY_EPS_MAX`, :func:`capped_friendly_budget`,
+    and what the cap leaves goes to the sums); the distance histogram gets ε/20; the clipped sums get the rest, (ε − the others,
     δ/2), as ρ-zCDP certified by :func:`rho_for` (Gaussian) or as pure ε (Laplace), split between
     the refinement steps and the final sum by :func:`estimate_schedule`. Every returned guarantee
     is the exact one of the calibrated noise, never above its share. ``small=True``: the
     small-sample shares (ε_sel = ε/5, locate ε/3, friendly count 1/2 of the friendly ε), which
     :func:`private_mean` uses when the released ``n̂·ε < SMALL_SAMPLE``.
     """
-    eps = _frac(check_epsilon(where, epsilon))
-    dlt = _frac(check_delta(where, delta))
+    eps = check_epsilon_floor(where, epsilon)
+    dlt = check_delta_floor(where, delta)
     check_choice(where, "calibration", calibration, CALIBRATIONS)
     alpha_fraction(alpha, where)
     return _plan(eps, dlt, calibration, Fraction(alpha), bool(select_radius), bool(small))
@@ -285,8 +354,7 @@ def _plan(eps: Fraction, dlt: Fraction, calibration: str, alpha: Fraction, selec
     eps_select = eps * share_select if select_radius else Fraction(0)
     locate_target = eps * (_SMALL_SHARE_LOCATE if small else _SHARE_LOCATE)
     locate_delta_target = dlt * _SHARE_LOCATE_DELTA if gaussian else dlt
-    ef, df = friendly_budget(_float_down(locate_target), _float_down(locate_delta_target), alpha=alpha)
-    ef, df = Fraction(ef), Fraction(df)
+    ef, df = capped_friendly_budget(locate_target, lambda e: locate_delta_target, alpha)
     e_cc = ef * (_SMALL_SHARE_FRIENDLY_COUNT if small else _SHARE_FRIENDLY_COUNT)
     e_cm = ef - e_cc
     if gaussian:
@@ -306,7 +374,7 @@ def _plan(eps: Fraction, dlt: Fraction, calibration: str, alpha: Fraction, selec
         eps_sum = zcdp_to_epsilon(rho_sum, delta_sum)
     else:
         delta_sum, rho_sum = Fraction(0), None
-    return MeanPlan(calibration, float(alpha), small, eps_count, eps_select, Fraction(0), ef, df,
+    return MeanPlan(calibration, alpha, small, eps_count, eps_select, Fraction(0), ef, df,
                     e_cc, d_cc, e_cm, d_cm, rho_cm, e_loc, d_loc, eps_sum, delta_sum, rho_sum,
                     eps_quantile)
 
@@ -333,6 +401,10 @@ class MeanRelease:
         The clipping radius R of the final sum (public given the earlier releases; None on ⊥).
     center : numpy.ndarray or None
         The released center ĉ of the final clipping ball (None on ⊥).
+    reason : str or None
+        Why the output is ⊥ (None when ``ok``), built from public parameters and values the
+        mechanism released anyway (the noisy count ``n̂``, the noisy core size ``m̂``): e.g.
+        ``"about 0 numeric rows (noisy count n̂ = -2 < 1)"`` for a column without numbers.
     """
 
     ok: bool
@@ -345,16 +417,24 @@ class MeanRelease:
     calibration: str
     clip_radius: float | None = None
     center: np.ndarray | None = None
+    reason: str | None = None
+
+
+_FMAX = float(np.finfo(np.float64).max)
+
+
+def _finite(v: np.ndarray) -> np.ndarray:
+    """A released vector clamped into the float range (post-processing): a release beyond
+    ±1.8e308 (data there, plus noise) becomes ±max instead of ±inf, so later steps and JSON
+    output never meet an infinity."""
+    return np.clip(np.nan_to_num(np.asarray(v, dtype=np.float64), nan=0.0), -_FMAX, _FMAX)
 
 
 def _check_points(where: str, points: Any) -> np.ndarray:
-    arr = np.asarray(points)
-    if arr.ndim != 2 or arr.shape[1] < 1:
-        raise fail(where, "points", "a 2-D array of shape (n, d) with d >= 1", f"shape={arr.shape}")
-    if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.floating)
-                                 or np.issubdtype(arr.dtype, np.integer)):
-        raise fail(where, "points", "an array of real numbers", f"dtype={arr.dtype}")
-    x = np.asarray(arr, dtype=np.float64)
+    """Numeric rows as float64 (:func:`privagg._validate.real_array`: an entry that is not a real
+    number, or beyond the float range, becomes non-finite), non-finite rows dropped (declared,
+    1-stable policy). Errors only for the shape or a non-numeric array dtype."""
+    x = real_array(where, points, 2)
     finite = np.isfinite(x).all(axis=1)
     return x if finite.all() else x[finite]  # declared policy: non-finite rows are dropped
 
@@ -393,12 +473,17 @@ def private_mean(
     Parameters
     ----------
     points : array_like, shape (n, d)
-        Real numbers. Rows with a NaN or infinite entry are dropped (data, not errors).
+        Real numbers. Rows with a NaN or infinite entry are dropped (data, not errors); in a
+        list (or object array) an entry that is not a real number (a string, None) counts as
+        missing and one beyond the float range (``10**400``) as infinite, so their rows are
+        dropped too, as in a CSV file.
     epsilon : float
-        ε > 0 (end to end).
+        ε in [2⁻¹⁰⁰, ∞) (end to end; below 2⁻¹⁰⁰ ≈ 7.9e-31: ParameterError). Any larger ε works; one FriendlyCore step uses at most ε' = 64
+        (:data:`FRIENDLY_EPS_MAX`), the sums get the rest.
     delta : float
-        δ in (0, 1) (end to end; also needed by ``"laplace"``: the core-size bound fails with
-        probability δ).
+        δ in [2⁻⁹⁰⁰, 1) (end to end; also needed by ``"laplace"``: the core-size bound fails with
+        probability δ). Below 2⁻⁹⁰⁰ ≈ 1.2e-271 the conversion theorem's friendly δ is no longer
+        a normal float64: ParameterError.
     radius : float, optional
         Friendship radius r (ℓ2): the mean is accurate when most points are within r of each
         other. ``None``: chosen privately on the grid ``2^{j/4}``, ``j = −40 … 160`` (ε/10 of
@@ -419,7 +504,8 @@ def private_mean(
     Returns
     -------
     MeanRelease
-        ``ok=False, mean=None`` is ⊥ (too few points agree, or too few points).
+        ``ok=False, mean=None`` is ⊥ (too few points agree, or too few points); ``reason``
+        says which, from released values only.
 
     Raises
     ------
@@ -445,6 +531,12 @@ def private_mean(
     >>> rel.ok, bool(np.abs(rel.mean - 100.0).max() < 0.5)
     (True, True)
     """
+    return _private_mean(points, epsilon, delta, radius, alpha, rng, calibration, ledger, m_locate)
+
+
+@quiet_numerics
+def _private_mean(points: Any, epsilon: Any, delta: Any, radius: Any, alpha: Any, rng: Any,
+                  calibration: str, ledger: Any, m_locate: Any) -> MeanRelease:
     where = "private_mean"
     x = _check_points(where, points)
     r = _check_radius(where, radius)
@@ -456,8 +548,9 @@ def private_mean(
                              select_radius=r is None, where=where)
     eps_out, delta_out = float(loss.epsilon), float(loss.delta)
 
-    def bottom(used_radius: float | None) -> MeanRelease:
-        return MeanRelease(False, None, eps_out, delta_out, used_radius, secure, loss, calibration)
+    def bottom(used_radius: float | None, reason: str) -> MeanRelease:
+        return MeanRelease(False, None, eps_out, delta_out, used_radius, secure, loss, calibration,
+                           reason=reason)
 
     if ledger is not None:
         ledger.charge(loss, mechanism=where, parameters={**plan.public_parameters(),
@@ -466,7 +559,7 @@ def private_mean(
     # 1. count
     n_hat = x.shape[0] + int(discrete_laplace(1 / plan.eps_count, rng=gen))
     if n_hat < 1:
-        return bottom(r)
+        return bottom(r, f"about 0 numeric rows (noisy count n̂ = {n_hat} < 1)")
     if n_hat * _frac(epsilon) < SMALL_SAMPLE:  # public: a function of the released n̂
         plan = mean_plan(epsilon, delta, calibration=calibration, alpha=alpha,
                          select_radius=r is None, small=True, where=where)
@@ -479,20 +572,21 @@ def private_mean(
 
         r = select_radius(sub, epsilon=plan.eps_select, alpha=alpha, rng=gen)
         if r is None:
-            return bottom(None)
+            return bottom(None, "no grid radius 2^(j/4), j = -40…160, gathers most points "
+                                f"(noisy count n̂ = {n_hat})")
     # 3. locate
-    located = _locate(sub, r, plan, gen)
-    if located is None:
-        return bottom(r)
-    center, bound = located
+    center, bound, m_hat = _locate(sub, r, plan, gen)
+    if center is None:
+        return bottom(r, f"too few points agree on a location (noisy core size m̂ = {m_hat}, "
+                         f"needs m̂ >= {M_MIN + plan.core_count_shift}; noisy count n̂ = {n_hat})")
     # 4. estimate: refinement steps, then the final sum with a clipping radius from a quantile
     *refine, last = estimate_schedule(plan, n_hat, r, bound, d)
     for part in refine:
         step_r = _grid_up(r + bound)
-        center = center + _noisy_clipped_sum(x, center, step_r, part, plan, gen) / n_hat
+        center = _finite(center + _noisy_clipped_sum(x, center, step_r, part, plan, gen) / n_hat)
         bound = _next_bound(step_r, bound, part, plan, n_hat, d)
     big_r = _quantile_radius(x, center, _grid_up(r + bound), n_hat, plan.eps_quantile, gen)
-    mean = center + _noisy_clipped_sum(x, center, big_r, last, plan, gen) / n_hat
+    mean = _finite(center + _noisy_clipped_sum(x, center, big_r, last, plan, gen) / n_hat)
     return MeanRelease(True, mean, eps_out, delta_out, r, secure, loss, calibration, big_r,
                        center)
 
@@ -623,27 +717,40 @@ def _clipped_integer_sum(x: np.ndarray, center: np.ndarray, big_r: float, expone
 
     Each ``w_i`` has ℓ2 norm ``<= R/(unit·2^exponent)`` (the clip radius is ``R(1 − μ_d)``,
     :func:`_clip_margin`), so each rounded term ``rint(w_i)`` is an integer vector of norm
-    ``<= R/(unit·2^exponent) + √d/2``; a row whose squared distance overflows (farther than
-    about 1e154 from ``c``) contributes 0. The caller keeps ``R/(unit·2^exponent) <=
+    ``<= R/(unit·2^exponent) + √d/2``. A row whose squared distance overflows (farther than
+    about 1e154 from ``c``, up to ±1.8e308 against −1.8e308) is clipped like any other, on the
+    ball's boundary: its direction is taken from ``z = x/4 − c/4`` (no overflow) scaled by its
+    largest entry, so the term is finite and never NaN. The caller keeps ``R/(unit·2^exponent) <=
     2^SUM_BITS``: blocks of ``2^14`` rounded terms then sum exactly in float64, and blocks are
     added as Python integers (no overflow for any n; docs/proofs/mean.md §6).
     """
     d = x.shape[1]
     keep = big_r * (1.0 - _clip_margin(d))
     total = np.zeros(d, dtype=np.int64).astype(object)
-    with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(all="ignore"):
         for start in range(0, x.shape[0], _SUM_ROWS):
             y = x[start : start + _SUM_ROWS] - center
             norms = np.sqrt(np.einsum("ij,ij->i", y, y))
             far = ~np.isfinite(norms)
-            if far.any():  # the squared norm overflows: the row's term is 0
-                y[far] = 0.0
+            if far.any():  # the squared norm overflows: the unit direction, scaled, times keep
+                y[far] = _far_terms(x[start : start + _SUM_ROWS][far], center, keep)
+                norms[far] = keep  # factor 1: the term already has norm keep·(1 ± (d + 6)u)
             factor = np.minimum(1.0, keep / np.maximum(norms, np.finfo(float).tiny))
             y *= np.ldexp(factor / unit, -exponent)[:, None]
             np.rint(y, out=y)
             # integer-valued partial sums below 2^53: exact in any order (a BLAS product too)
             total += (np.ones(y.shape[0]) @ y).astype(np.int64).astype(object)
     return total
+
+
+def _far_terms(rows: np.ndarray, center: np.ndarray, keep: float) -> np.ndarray:
+    """``keep·(x − c)/‖x − c‖`` for rows whose ``‖x − c‖²`` overflows: ``z = x/4 − c/4`` (exact
+    scaling, no overflow), divided by its largest ``|z_k|`` (> 0), normalized. Relative error of
+    the norm ``<= (d + 6)u``, within the clip margin :func:`_clip_margin`."""
+    z = rows * 0.25 - center * 0.25
+    z /= np.abs(z).max(axis=1, keepdims=True)
+    z *= (keep / np.sqrt(np.einsum("ij,ij->i", z, z)))[:, None]
+    return z
 
 
 def _clipped_sum(x: np.ndarray, center: np.ndarray, big_r: float) -> np.ndarray:
@@ -712,8 +819,8 @@ def _exact_grid(values: np.ndarray, exponent: int) -> np.ndarray:
 
 def _locate(
     sub: np.ndarray, r: float, plan: MeanPlan, gen: np.random.Generator
-) -> tuple[np.ndarray, float] | None:
-    """FriendlyCore on the subsample: (ĉ, public noise-norm bound) or None for ⊥."""
+) -> tuple[np.ndarray | None, float, int]:
+    """FriendlyCore on the subsample: (ĉ, public noise-norm bound, m̂), ĉ None for ⊥."""
     d = sub.shape[1]
     pred = ball(r)
     mask = core_mask(sub, pred, plan.alpha, gen) if sub.shape[0] else np.zeros(0, bool)
@@ -722,7 +829,7 @@ def _locate(
     m_hat = core.shape[0] + int(discrete_laplace(1 / plan.eps_core_count, rng=gen))
     m_low = m_hat - plan.core_count_shift
     if m_low < M_MIN:
-        return None
+        return None, math.nan, m_hat
     avg = _anchored_mean(core) if core.shape[0] else np.zeros(d)
     # The exponent is chosen from public values exactly as before; the sensitivity in grid units
     # is that of the exact average (2κ_d·r/m_low) plus the rounding of the computed one, whose
@@ -750,4 +857,4 @@ def _locate(
                                     rng=gen)
         b = float(rel.noise_grid) * rel.step  # Laplace scale per coordinate
         bound = b * (math.sqrt(2.0 * d) + 2.0 * math.log(1.0 / BETA_LOCATE))
-    return rel.values, bound
+    return _finite(rel.values), bound, m_hat

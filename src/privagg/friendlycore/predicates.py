@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validate import check_finite_positive, fail
+from .._validate import check_finite_positive, fail, real_array
 
 __all__ = [
     "Ball",
@@ -126,23 +126,9 @@ class Ball(Predicate):
         return hash(("ball", self.radius))
 
     def prepare(self, items: Any, where: str) -> np.ndarray:
-        arr = np.asarray(items)
-        if arr.ndim != 2:
-            raise fail(
-                where, "points", "a 2-D array of shape (n, d)", f"ndim={arr.ndim}"
-            )
-        if arr.shape[1] < 1:
-            raise fail(
-                where, "points", "a 2-D array with d >= 1 columns", f"shape={arr.shape}"
-            )
-        if not (
-            np.issubdtype(arr.dtype, np.floating)
-            or np.issubdtype(arr.dtype, np.integer)
-        ):
-            raise fail(
-                where, "points", "an array of real numbers", f"dtype={arr.dtype}"
-            )
-        return np.ascontiguousarray(arr, dtype=np.float64)
+        # float64 (n, d); in a list an entry that is not a real number becomes NaN (a ⊥ row):
+        # privagg._validate.real_array, errors only for the shape or an array's dtype.
+        return real_array(where, items, 2)
 
     def pairs(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         close = squared_distance(a, b) <= self.radius_sq
@@ -237,13 +223,7 @@ class TupleMatch(Predicate):
         return hash(("tuple_match", self.radius))
 
     def prepare(self, items: Any, where: str) -> np.ndarray:
-        arr = np.asarray(items)
-        if arr.ndim != 3 or arr.shape[1] < 1 or arr.shape[2] < 1:
-            raise fail(where, "points", "a 3-D array of k-tuples of shape (n, k, d)", f"shape={arr.shape}")
-        if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.floating)
-                                     or np.issubdtype(arr.dtype, np.integer)):
-            raise fail(where, "points", "an array of real numbers", f"dtype={arr.dtype}")
-        return np.ascontiguousarray(arr, dtype=np.float64)
+        return real_array(where, items, 3)  # as Ball.prepare, for (n, k, d) stacks
 
     @staticmethod
     def separation(items: np.ndarray) -> np.ndarray:

@@ -29,7 +29,7 @@ import numpy as np
 from ..noise.samplers import discrete_laplace
 from .conversion import movement_bound
 from .filter import alpha_fraction
-from .kernel import _map
+from .kernel import _map, _shell_blocks
 from .predicates import squared_distance
 
 __all__ = ["GAMMA", "GRID_EXPONENTS", "above_threshold", "grid_levels", "grid_radii", "radius_queries",
@@ -73,46 +73,65 @@ def _pair_bins(x: np.ndarray, threads: int = 2) -> np.ndarray:
     Bin ``b`` of a pair is the least grid index with ``sqdist(x, y) <= r_b²`` (``sqdist`` the direct
     formula :func:`~privagg.friendlycore.predicates.squared_distance`, a function of the pair
     alone), or ``len(grid)`` beyond the largest radius; one value per unordered pair, credited to
-    both points. Computed with blocked matrix products on rows shifted by ``x[0]`` and the proven
-    margin of the kernel's screening (``docs/proofs/mean.md`` §4): a pair whose margin interval
-    straddles a grid boundary is recomputed with the direct formula itself.
+    both points. The rows are cut into the kernel's shells at the largest grid radius
+    (:func:`~privagg.friendlycore.kernel._shell_blocks`): block pairs farther apart than it
+    are credited to bin ``len(grid)`` unseen, so a far row costs no pair work. The other block
+    pairs use blocked matrix products on rows shifted by a local anchor (the first row of the
+    pair) and the proven margin of the kernel's screening (``docs/proofs/mean.md`` §4): a pair
+    whose margin interval straddles a grid boundary is recomputed with the direct formula
+    itself, and a block pair outside the proof's range (shifted ``s > 2⁹⁰⁰``) directly.
     """
     m, d = x.shape
     k = GRID_EXPONENTS.size
-    width = k + 2  # bins 0..k, and k+1 for pairs not counted (j <= i)
-    y = x - x[0]
-    s = np.einsum("ij,ij->i", y, y)
-    if m and s.max() > 2.0**900:  # outside the screening proof's range: every pair directly
-        y, s = None, None
+    width = k + 1
+    if m == 0:
+        return np.zeros((0, width), dtype=np.int64)
+    order, xs, bounds, last = _shell_blocks(x, float(grid_radii()[-1]), _BLOCK)
     c = 16.0 * (d + 4) * _U
     offset = -int(GRID_EXPONENTS[0])
 
     def bins_of(sq: np.ndarray) -> np.ndarray:
         return np.clip(grid_levels(sq) + offset, 0, k)
 
-    def work(start: int) -> np.ndarray:
-        stop = min(start + _BLOCK, m)
-        if y is None:
-            b = bins_of(squared_distance(x[start:stop, None, :], x[None, start:, :]))
+    def work(bi: int, bj: int) -> tuple:
+        i0, i1, j0, j1 = bounds[bi], bounds[bi + 1], bounds[bj], bounds[bj + 1]
+        anchor = xs[i0]
+        yi, yj = xs[i0:i1] - anchor, xs[j0:j1] - anchor
+        si, sj = np.einsum("ij,ij->i", yi, yi), np.einsum("ij,ij->i", yj, yj)
+        if not max(si.max(), sj.max()) <= 2.0**900:  # outside the proof's range: directly
+            b = bins_of(squared_distance(xs[i0:i1, None, :], xs[None, j0:j1, :]))
         else:
-            e = s[start:stop, None] + s[None, start:] - 2.0 * (y[start:stop] @ y[start:].T)
-            margin = c * (s[start:stop, None] + s[None, start:])
+            e = si[:, None] + sj[None, :] - 2.0 * (yi @ yj.T)
+            margin = c * (si[:, None] + sj[None, :])
             b = bins_of(np.maximum(e - margin, 0.0))
             band = b != bins_of(e + margin)
             if band.any():
-                bi, bj = np.nonzero(band)
-                b[bi, bj] = bins_of(squared_distance(x[bi + start], x[bj + start]))
-        diag = b[:, : stop - start]
-        diag[np.tril_indices(stop - start)] = k + 1  # keep each unordered pair i < j once
-        counts = np.bincount((np.arange(start, stop)[:, None] * width + b).ravel(),
-                             minlength=m * width)
-        counts += np.bincount((np.arange(start, m)[None, :] * width + b).ravel(), minlength=m * width)
-        return counts
+                pi, pj = np.nonzero(band)
+                b[pi, pj] = bins_of(squared_distance(xs[pi + i0], xs[pj + j0]))
+        if bi == bj:
+            b[np.tril_indices(i1 - i0)] = width  # keep each unordered pair i < j once
+        cells = np.arange(i1 - i0)[:, None] * (width + 1) + b
+        rows = np.bincount(cells.ravel(), minlength=(i1 - i0) * (width + 1))
+        cells = np.arange(j1 - j0)[None, :] * (width + 1) + b
+        cols = np.bincount(cells.ravel(), minlength=(j1 - j0) * (width + 1))
+        return i0, i1, j0, j1, rows.reshape(i1 - i0, width + 1), cols.reshape(j1 - j0, width + 1)
 
-    counts = np.zeros(m * width, dtype=np.int64)
-    for part in _map(work, [(start,) for start in range(0, m, _BLOCK)], threads):
-        counts += part
-    return counts.reshape(m, width)[:, : k + 1]
+    nb = bounds.size - 1
+    tasks = [(bi, bj) for bi in range(nb) for bj in range(bi, int(last[bi]) + 1)]
+    counts = np.zeros((m, width + 1), dtype=np.int64)
+    for i0, i1, j0, j1, rows, cols in _map(work, tasks, threads):
+        counts[i0:i1] += rows
+        counts[j0:j1] += cols
+    # Skipped block pairs (I, J > last[I]): beyond the largest grid radius, bin k.
+    sizes = np.diff(bounds)
+    after = m - bounds[last + 1]  # rows of the blocks skipped by block I
+    before = np.zeros(nb + 1, dtype=np.int64)  # rows of earlier blocks that skip block J
+    np.add.at(before, last + 1, sizes)
+    before = np.cumsum(before)[:nb]
+    counts[:, k] += np.repeat(after + before, sizes)
+    out = np.empty((m, width), dtype=np.int64)
+    out[order] = counts[:, :width]
+    return out
 
 
 def radius_queries(x: np.ndarray, *, alpha: Any = 0.0) -> list[int]:
@@ -123,7 +142,8 @@ def radius_queries(x: np.ndarray, *, alpha: Any = 0.0) -> list[int]:
         return [0] * k
     frac = alpha_fraction(alpha, "select_radius")
     a, b = frac.numerator, frac.denominator
-    friends = 1 + np.cumsum(_pair_bins(x), axis=1)[:, :k]  # c_i(r_j), self included
+    with np.errstate(all="ignore"):
+        friends = 1 + np.cumsum(_pair_bins(x), axis=1)[:, :k]  # c_i(r_j), self included
     den = (b - 2 * a) * m
     num = np.clip((2 * friends - m) * b, 0, den)  # p_i = num/den (BasicFilter)
     sums = num.sum(axis=0)
