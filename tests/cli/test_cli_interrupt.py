@@ -25,20 +25,6 @@ main_thread_only = pytest.mark.skipif(threading.current_thread() is not threadin
                                       reason="signal handlers need the main thread")
 
 
-@pytest.fixture
-def csv_file(tmp_path: Path) -> Path:
-    path = tmp_path / "visits.csv"
-    path.write_text("code\n" + "A\n" * 60 + "B\n" * 50, encoding="utf-8")
-    return path
-
-
-@pytest.fixture
-def ledger_path(tmp_path: Path) -> Path:
-    path = tmp_path / "budget.db"
-    Ledger.create(path, epsilon=10, delta=1e-4).close()
-    return path
-
-
 def run(csv_file: Path, ledger_path: Path, *extra: str):
     args = ["histogram", str(csv_file), "--column", "code", "--epsilon", "1", "--delta", "1e-6",
             "--ledger", str(ledger_path), *extra]

@@ -16,24 +16,10 @@ from privagg.cli.main import cli
 
 
 @pytest.fixture
-def csv_file(tmp_path: Path) -> Path:
-    path = tmp_path / "visits.csv"
-    path.write_text("code\n" + "A\n" * 60 + "B\n" * 50, encoding="utf-8")
-    return path
-
-
-@pytest.fixture
 def points_file(tmp_path: Path) -> Path:
     path = tmp_path / "points.csv"
     rows = np.random.default_rng(5).normal(size=(400, 2))
     path.write_text("x,y\n" + "\n".join(f"{a:.4f},{b:.4f}" for a, b in rows) + "\n", encoding="utf-8")
-    return path
-
-
-@pytest.fixture
-def ledger_path(tmp_path: Path) -> Path:
-    path = tmp_path / "budget.db"
-    Ledger.create(path, epsilon=10, delta=1e-4).close()
     return path
 
 
