@@ -8,6 +8,7 @@ snippet that drifted away from the code would make the mutation runner stop; thi
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("privagg_mutants", ROOT / "tools" / "mutants.py")
 assert _spec is not None and _spec.loader is not None
 mutants = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = mutants  # dataclasses look their module up there
 _spec.loader.exec_module(mutants)
 
 
