@@ -161,8 +161,8 @@ class NumpyEngine(Engine):
         if units is not None:
             k, u = self._codes()
             if k[0].shape[0] != u[0].shape[0]:
-                raise fail(where, "units", f"an array-like of the same length as data ({k[0].shape[0]})",
-                           f"length {u[0].shape[0]}")
+                # lengths are not shown: under add/remove n is private
+                raise fail(where, "units", "an array-like of the same length as data", "another length")
 
     def _codes(self) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
         if self._factorized is None:
