@@ -28,7 +28,7 @@ import numpy as np
 from .._validate import fail
 from . import duckdb as dd
 from .base import PRIORITY_SQL, BoundedCounts, Bounding, Engine
-from .counting import KeyCounts
+from .counting import KeyCounts, sort_order
 
 __all__ = ["DuckDBEngine"]
 
@@ -93,7 +93,7 @@ class DuckDBEngine(Engine):
         source = f"(SELECT {unit} AS u, {key} AS k FROM {dd._source(self.key.format)}) {where}"
         prio = PRIORITY_SQL.format(unit="u", key="k")
         l0, linf = bounding.max_keys_per_unit, bounding.max_rows_per_key
-        if l0 == 1 and linf == 1:
+        if l0 == 1 and linf == 1 and not keep_other:  # arg_min skips NULL keys: "other" needs min_by
             sql = (f"SELECT k AS key, count(*) AS count FROM "
                    f"(SELECT arg_min(k, {prio}) AS k FROM {source} GROUP BY u) GROUP BY ALL")
         else:
@@ -106,7 +106,8 @@ class DuckDBEngine(Engine):
         missing = np.ma.getmaskarray(keys)
         other = int(counts[missing].sum())
         kc = dd._key_counts({"key": keys, "count": counts}, self.key.duckdb_type)
-        return BoundedCounts(KeyCounts(keys=kc.keys, counts=kc.counts, n=int(counts.sum())), other)
+        order = sort_order(kc.keys)  # a canonical order: noise is drawn key by key in this order
+        return BoundedCounts(KeyCounts(keys=kc.keys[order], counts=kc.counts[order], n=int(counts.sum())), other)
 
     def keys_per_unit(self, cap: int) -> np.ndarray:
         key, unit = self._expr(self.key), self._unit_expr()

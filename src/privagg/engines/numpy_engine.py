@@ -35,6 +35,7 @@ from .counting import (
     is_arrow,
     pa,
     pc,
+    sort_order,
 )
 
 __all__ = ["NumpyEngine", "factorize"]
@@ -215,8 +216,9 @@ class NumpyEngine(Engine):
         other = int(per_key[n_keys])
         per_key = per_key[:n_keys]
         present = per_key > 0
-        keys = np.asarray(out_keys)[present]
-        kcounts = KeyCounts(keys=keys, counts=per_key[present], n=int(per_key.sum()) + other)
+        keys, per_key = np.asarray(out_keys)[present], per_key[present]
+        order = sort_order(keys)  # a canonical order: noise is drawn key by key in this order
+        kcounts = KeyCounts(keys=keys[order], counts=per_key[order], n=int(per_key.sum()) + other)
         return BoundedCounts(kcounts, other)
 
     def keys_per_unit(self, cap: int) -> np.ndarray:

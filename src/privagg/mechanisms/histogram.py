@@ -1154,7 +1154,7 @@ def stable_histogram_from_counts(
     *,
     epsilon: Any,
     delta: Any,
-    neighbors: str = "replace",
+    neighbors: str | None = None,
     threshold: str = "tight",
     total_epsilon_share: Any = None,
     rng: Any = None,
