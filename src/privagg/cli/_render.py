@@ -140,6 +140,11 @@ def release_payload(release: HistogramRelease, *, beta: float) -> dict[str, Any]
         "n": None if release.n is None else int(release.n),
         "noisy_total": release.noisy_total,  # stable add/remove: the frequencies' denominator
         "secure": bool(release.secure),
+        # user level: the unit and its bounds; rows dropped by bounding are not released
+        "privacy_unit": release.unit,
+        "max_keys_per_unit": release.max_keys_per_unit,
+        "max_rows_per_key": release.max_rows_per_key,
+        "rows_dropped": None if release.unit is None else "not released",
     }
 
 
@@ -167,11 +172,23 @@ def summary_rows(release: HistogramRelease, *, beta: float) -> list[tuple[str, s
         ("noise", f"discrete Laplace, scale {format_float(release.scale)} counts"),
         ("threshold", "none" if release.threshold is None else f"noisy count ≥ {release.threshold}"),
         ("records n", "private" if release.n is None else f"{release.n:,}"),
+        *_unit_rows(release),
         ("keys released", f"{len(release.keys):,}"),
         (f"error bound (β = {format_float(beta)})", _bound_text(release.error_bound(beta))),
         ("randomness", "secure (AES-CTR CSPRNG)" if release.secure else "NOT secure (seeded generator)"),
     ]
     return rows
+
+
+def _unit_rows(release: HistogramRelease) -> list[tuple[str, str]]:
+    """The privacy unit and its bounds (user level), else the record."""
+    if release.unit is None:
+        return []
+    return [
+        ("privacy unit", f"column '{visible(release.unit)}' (all rows of one unit)"),
+        ("bounding", f"≤ {release.max_keys_per_unit} keys per unit, ≤ {release.max_rows_per_key} rows per key"),
+        ("rows dropped", "not released (would cost budget)"),
+    ]
 
 
 def _bound_text(bound: float) -> str:

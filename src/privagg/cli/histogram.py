@@ -20,6 +20,9 @@ import click
 from .. import _validate
 from ..accounting import Ledger
 from ..engines import duckdb as duckdb_engine
+from ..engines.base import Bounding, draw_secret
+from ..engines.duckdb_bounding import DuckDBEngine
+from ..noise.rng import secure_generator
 from . import _guard
 from ._output import literal_text, plot_target, save_figure
 from ._params import csv_dialect, csv_options, number_option
@@ -43,7 +46,20 @@ DEFAULT_BETA = 0.05
     help="Public key list, one per line → laplace_histogram (pure ε). Absent → stable_histogram.",
 )
 @click.option(
-    "--neighbors", default="replace", show_default=True, metavar="replace|add_remove", help="Neighbour relation."
+    "--neighbors", default=None, metavar="replace|add_remove",
+    help="Neighbour relation [default: replace; add_remove with --privacy-unit].",
+)
+@click.option(
+    "--privacy-unit", "privacy_unit", default=None, metavar="COL",
+    help="Protect the unit of this column (a person: all its rows) instead of one row; contributions are bounded.",
+)
+@click.option(
+    "--max-keys-per-unit", "max_keys_per_unit", default="1", show_default=True, metavar="L0",
+    help="With --privacy-unit: keys one unit may contribute to (kept uniformly at random).",
+)
+@click.option(
+    "--max-rows-per-key", "max_rows_per_key", default="1", show_default=True, metavar="LINF",
+    help="With --privacy-unit: rows one unit may contribute to one key (1: counts of distinct units).",
 )
 @click.option("--threshold", default=None, metavar="tight|seed", help="Threshold rule (stable only) [default: tight].")
 @click.option(
@@ -61,7 +77,10 @@ def histogram(
     epsilon: str,
     delta: str | None,
     domain: Path | None,
-    neighbors: str,
+    neighbors: str | None,
+    privacy_unit: str | None,
+    max_keys_per_unit: str,
+    max_rows_per_key: str,
     threshold: str | None,
     beta: str,
     as_json: bool,
@@ -77,12 +96,20 @@ def histogram(
     With --domain: laplace_histogram over the public key list (ε-DP, every domain key released).
     Without: stable_histogram (ε, δ)-DP, which releases only keys whose noisy count reaches the
     threshold and never needs the domain. The count runs inside DuckDB (out of core).
+    With --privacy-unit COL: the guarantee protects a whole unit (all rows sharing COL), each
+    unit keeping at most --max-keys-per-unit keys and --max-rows-per-key rows per key.
     """
     from ..mechanisms import histogram as mech
 
     mechanism = "laplace_histogram" if domain is not None else "stable_histogram"
     eps = number_option(mechanism, "epsilon", epsilon)
+    if neighbors is None:
+        neighbors = "replace" if privacy_unit is None else "add_remove"
     _validate.check_choice(mechanism, "neighbors", neighbors, NEIGHBORS)
+    bounds = _bounds(mechanism, privacy_unit, max_keys_per_unit, max_rows_per_key)
+    if bounds is not None and domain is None and neighbors != "add_remove":
+        rule = "add_remove with --privacy-unit and no --domain (the stable histogram adds or removes one unit)"
+        raise _validate.fail(mechanism, "neighbors", rule, neighbors)
     b = number_option(mechanism, "beta", beta, _validate.check_beta)
     if domain is not None:
         if delta is not None:
@@ -101,23 +128,35 @@ def histogram(
         plot = plot_target("histogram", "plot", plot)
 
     info = duckdb_engine.describe_column(file, column, where="histogram", csv=csv)
+    unit_info = None
+    if privacy_unit is not None:
+        unit_info = duckdb_engine.describe_column(file, privacy_unit, where="histogram", csv=csv)
     domain_keys = None
     if domain is not None:
         domain_keys = duckdb_engine.load_domain(domain, info.duckdb_type, header=column, where=mechanism)
     with ExitStack() as stack:
         opened = None if ledger is None else stack.enter_context(Ledger(ledger))
-        charged = _guard.charging(opened, command="histogram", file=str(file), column=column)
+        context = {} if privacy_unit is None else {"privacy_unit": privacy_unit}
+        charged = _guard.charging(opened, command="histogram", file=str(file), column=column, **context)
+        engine = DuckDBEngine(info, unit_info, where="histogram")
+        user = {}
         with _progress(enabled=not as_json and sys.stderr.isatty(), label=file.name) as callback:
-            key_counts = duckdb_engine.count_column(info, progress=callback, where="histogram")
+            engine.progress = callback
+            if bounds is None:
+                key_counts = engine.count_keys()
+            else:  # the secret comes from the CSPRNG and is never shown
+                bounding = Bounding(bounds[0], bounds[1], draw_secret(secure_generator()))
+                key_counts = engine.bounded_counts(bounding, domain=domain_keys).key_counts
+                user = {"max_keys_per_unit": bounds[0], "max_rows_per_key": bounds[1], "unit": privacy_unit}
         # The mechanism charges the ledger (if any) before it draws noise.
         if domain is not None:
             release = mech.laplace_histogram_from_counts(
-                key_counts, epsilon=eps, domain=domain_keys, neighbors=neighbors, rng=None, ledger=charged
+                key_counts, epsilon=eps, domain=domain_keys, neighbors=neighbors, rng=None, ledger=charged, **user
             )
         else:
             release = mech.stable_histogram_from_counts(
                 key_counts, epsilon=eps, delta=dlt, neighbors=neighbors, threshold=threshold, rng=None,
-                ledger=charged,
+                ledger=charged, **user,
             )
 
     if as_json:
@@ -134,6 +173,23 @@ def histogram(
         save_figure(figure, plot, dpi=120)
         if not as_json:
             click.echo(f"wrote {visible(plot)}", err=True)
+
+
+def _bounds(where: str, unit: str | None, l0: str, linf: str) -> tuple[int, int] | None:
+    """(ℓ0, ℓ∞) with --privacy-unit; without it both must stay 1."""
+    values = []
+    for name, text in (("max_keys_per_unit", l0), ("max_rows_per_key", linf)):
+        try:
+            value = int(text.strip())
+        except (ValueError, AttributeError):
+            raise _validate.fail(where, name, "an integer in [1, 1048576]", text) from None
+        values.append(_validate.check_positive_int(where, name, value, maximum=1 << 20))
+    if unit is None:
+        if values != [1, 1]:
+            raise _validate.fail(where, "max_keys_per_unit" if values[0] != 1 else "max_rows_per_key",
+                                 "left at 1 without --privacy-unit", values[0] if values[0] != 1 else values[1])
+        return None
+    return values[0], values[1]
 
 
 def _escape_tick_labels(figure: object) -> None:

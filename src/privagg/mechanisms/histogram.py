@@ -58,6 +58,7 @@ __all__ = [
     "stable_histogram_from_counts",
     "stable_threshold",
     "noise_scale",
+    "per_key_delta",
 ]
 
 NEIGHBORS = ("replace", "add_remove")
@@ -90,8 +91,27 @@ def _exact_epsilon(epsilon: Any, where: str) -> Fraction:
 
 
 @functools.lru_cache(maxsize=256)
-def _scale_cached(epsilon: Any, neighbors: str, where: str) -> Fraction:
-    return Fraction(_SENSITIVITY[neighbors]) / _exact_epsilon(epsilon, where)
+def _scale_cached(epsilon: Any, neighbors: str, where: str, l1: int = 1) -> Fraction:
+    return Fraction(_SENSITIVITY[neighbors] * l1) / _exact_epsilon(epsilon, where)
+
+
+def _check_bounds(where: str, units: Any, max_keys_per_unit: Any, max_rows_per_key: Any) -> tuple[int, int] | None:
+    """(ℓ0, ℓ∞) at user level (``units`` given), None at record level (where both must be left 1)."""
+    if units is None:
+        for name, value in (("max_keys_per_unit", max_keys_per_unit), ("max_rows_per_key", max_rows_per_key)):
+            if not (isinstance(value, numbers.Integral) and not isinstance(value, bool) and value == 1):
+                raise fail(where, name, "left at 1 without units (it bounds a privacy unit's rows)", value)
+        return None
+    l0 = check_positive_int(where, "max_keys_per_unit", max_keys_per_unit, maximum=1 << 20)
+    linf = check_positive_int(where, "max_rows_per_key", max_rows_per_key, maximum=1 << 20)
+    return l0, linf
+
+
+def _resolve_neighbors(where: str, neighbors: Any, user_level: bool) -> str:
+    """The neighbour relation; None → "replace" (record level) or "add_remove" (user level)."""
+    if neighbors is None:
+        return "add_remove" if user_level else "replace"
+    return check_choice(where, "neighbors", neighbors, NEIGHBORS)
 
 
 def noise_scale(epsilon: Any, neighbors: str = "replace", *, where: str = "noise_scale") -> Fraction:
@@ -155,18 +175,33 @@ def _charged_delta(delta: float) -> Fraction:
     return max(Fraction(delta), Fraction(repr(float(delta))))
 
 
-@functools.lru_cache(maxsize=256)
-def _tight_threshold(scale: Fraction, delta: float) -> int:
-    # smallest integer T with P[Z ≥ T − 1] ≤ δ, and never below 1
-    return max(1, 1 + DiscreteLaplace(scale).upper_quantile(delta))
-
-
-@functools.lru_cache(maxsize=256)
-def _seed_threshold(scale: Fraction, delta: float) -> int:
-    # ⌈1 + t·ln(2/δ)⌉, decided with 60 significant digits (t·ln(2/δ) is irrational: no ties)
+def per_key_delta(delta: float, max_keys_per_unit: int) -> float:
+    """δ₁ = 1 − (1 − δ)^{1/ℓ0}, rounded down to a float: P[Z ≥ T − ℓ∞] ≤ δ₁ makes the chance that
+    any of a unit's ℓ0 new keys appears ≤ 1 − (1 − δ₁)^{ℓ0} ≤ δ (docs/proofs/histograms.md §7.3).
+    δ itself for ℓ0 = 1."""
+    if max_keys_per_unit == 1:
+        return delta
     with mpmath.workdps(60):
-        x = mpmath.mpf(scale.numerator) / scale.denominator * mpmath.log(2 / mpmath.mpf(delta))
-        return int(mpmath.ceil(1 + x))
+        exact = -mpmath.expm1(mpmath.log1p(-mpmath.mpf(delta)) / max_keys_per_unit)
+        f = float(exact)
+        if mpmath.mpf(f) > exact:
+            f = math.nextafter(f, 0.0)
+    return f
+
+
+@functools.lru_cache(maxsize=256)
+def _tight_threshold(scale: Fraction, delta: float, l0: int = 1, linf: int = 1) -> int:
+    # smallest integer T with P[Z ≥ T − ℓ∞] ≤ δ₁ (δ₁ = δ at ℓ0 = 1), and never below 1
+    return max(1, linf + DiscreteLaplace(scale).upper_quantile(per_key_delta(delta, l0)))
+
+
+@functools.lru_cache(maxsize=256)
+def _seed_threshold(scale: Fraction, delta: float, l0: int = 1, linf: int = 1) -> int:
+    # ⌈ℓ∞ + t·ln(2ℓ0/δ)⌉ (the seed's ⌈1 + t·ln(2/δ)⌉ at ℓ0 = ℓ∞ = 1), decided with 60
+    # significant digits (t·ln(2ℓ0/δ) is irrational: no ties)
+    with mpmath.workdps(60):
+        x = mpmath.mpf(scale.numerator) / scale.denominator * mpmath.log(2 * l0 / mpmath.mpf(delta))
+        return int(mpmath.ceil(linf + x))
 
 
 def stable_threshold(
@@ -176,6 +211,8 @@ def stable_threshold(
     rule: str = "tight",
     *,
     total_epsilon_share: Any = None,
+    max_keys_per_unit: int | None = None,
+    max_rows_per_key: int | None = None,
 ) -> int:
     """Threshold T (in counts) of :func:`stable_histogram`: a key is kept iff its noisy count ≥ T.
 
@@ -196,6 +233,10 @@ def stable_threshold(
 
     total_epsilon_share : float, optional
         add/remove only: the share of ε spent on the noisy total (default 0.1).
+    max_keys_per_unit, max_rows_per_key : int, optional
+        User level (add/remove of one privacy unit): ℓ0 and ℓ∞. The counts' scale is ℓ0ℓ∞/ε_c and
+        T is the smallest integer ≥ 1 with 1 − (1 − P[Z ≥ T − ℓ∞])^{ℓ0} ≤ δ ("tight") or
+        ⌈ℓ∞ + t·ln(2ℓ0/δ)⌉ ("seed"); docs/proofs/histograms.md §7.
 
     Returns
     -------
@@ -207,9 +248,15 @@ def stable_threshold(
     (28, 16)
     >>> stable_threshold(1.0, 1e-6, "replace", rule="seed")
     31
+    >>> stable_threshold(1.0, 1e-6, "add_remove", max_keys_per_unit=1, max_rows_per_key=1)
+    16
     """
+    bounds = None
+    if max_keys_per_unit is not None or max_rows_per_key is not None:
+        bounds = _check_bounds("stable_threshold", True, max_keys_per_unit or 1, max_rows_per_key or 1)
     return StableHistogramParams.build(
-        epsilon, delta, neighbors, rule, total_epsilon_share=total_epsilon_share, where="stable_threshold"
+        epsilon, delta, neighbors, rule, total_epsilon_share=total_epsilon_share, where="stable_threshold",
+        bounds=bounds,
     ).threshold
 
 
@@ -252,23 +299,39 @@ class LaplaceHistogramParams:
     neighbors: str
     bins: int
     scale: Fraction
+    max_keys_per_unit: int | None = None
+    max_rows_per_key: int | None = None
 
     @classmethod
     def build(
-        cls, epsilon: Any, neighbors: str, bins: int, *, where: str = "laplace_histogram"
+        cls,
+        epsilon: Any,
+        neighbors: str,
+        bins: int,
+        *,
+        where: str = "laplace_histogram",
+        bounds: tuple[int, int] | None = None,
     ) -> LaplaceHistogramParams:
         eps = check_epsilon(where, epsilon)
         check_choice(where, "neighbors", neighbors, NEIGHBORS)
-        return cls(eps, neighbors, int(bins), noise_scale(epsilon, neighbors, where=where))
+        if bounds is None:
+            return cls(eps, neighbors, int(bins), noise_scale(epsilon, neighbors, where=where))
+        l0, linf = bounds
+        return cls(eps, neighbors, int(bins), _scale_cached(epsilon, neighbors, where, l0 * linf), l0, linf)
 
     @property
     def delta(self) -> float:
         return 0.0
 
     @property
+    def sensitivity(self) -> int:
+        """ℓ1 sensitivity of the count vector: 2 / 1 (record level), 2ℓ0ℓ∞ / ℓ0ℓ∞ (user level)."""
+        return _SENSITIVITY[self.neighbors] * (self.max_keys_per_unit or 1) * (self.max_rows_per_key or 1)
+
+    @property
     def epsilon_exact(self) -> Fraction:
         """The ε the noise actually gives: sensitivity / scale (≤ ε, exact)."""
-        return Fraction(_SENSITIVITY[self.neighbors]) / self.scale
+        return Fraction(self.sensitivity) / self.scale
 
     @property
     def privacy_loss(self) -> PrivacyLoss:
@@ -283,12 +346,15 @@ class LaplaceHistogramParams:
         return _abs_quantile_all(self.scale, self.bins, beta)
 
     def public_parameters(self) -> dict[str, Any]:
-        return {
+        out = {
             "epsilon": self.epsilon,
             "neighbors": self.neighbors,
             "bins": self.bins,
             "scale": str(self.scale),
         }
+        if self.max_keys_per_unit is not None:
+            out.update(max_keys_per_unit=self.max_keys_per_unit, max_rows_per_key=self.max_rows_per_key)
+        return out
 
 
 @dataclass(frozen=True)
@@ -326,6 +392,8 @@ class StableHistogramParams:
     threshold: int
     total_scale: Fraction | None = None
     total_epsilon_share: float | None = None
+    max_keys_per_unit: int | None = None
+    max_rows_per_key: int | None = None
 
     def __post_init__(self) -> None:
         if (self.total_scale is None) != (self.neighbors == "replace"):
@@ -341,33 +409,54 @@ class StableHistogramParams:
         *,
         total_epsilon_share: Any = None,
         where: str = "stable_histogram",
+        bounds: tuple[int, int] | None = None,
     ) -> StableHistogramParams:
         eps = check_epsilon(where, epsilon)
         dlt = check_delta(where, delta)
         check_choice(where, "neighbors", neighbors, NEIGHBORS)
         check_choice(where, "threshold", threshold, THRESHOLDS)
+        if bounds is not None and neighbors != "add_remove":
+            rule = "'add_remove' with units (one privacy unit added or removed; replace-one-unit is not supported)"
+            raise fail(where, "neighbors", rule, neighbors)
         share = _check_total_share(where, total_epsilon_share, neighbors)
         if share is None:
             scale, total_scale = noise_scale(epsilon, neighbors, where=where), None
         else:
             scale, total_scale = _split_scales(epsilon, share, where)
-        t = _tight_threshold(scale, dlt) if threshold == "tight" else _seed_threshold(scale, dlt)
-        return cls(eps, dlt, neighbors, threshold, scale, t, total_scale, None if share is None else float(share))
+        l0, linf = bounds if bounds is not None else (1, 1)
+        if bounds is not None:  # user level: a unit moves the counts by ℓ0ℓ∞ in ℓ1 (§7.2)
+            scale, total_scale = scale * (l0 * linf), total_scale * (l0 * linf)
+        rule = _tight_threshold if threshold == "tight" else _seed_threshold
+        t = rule(scale, dlt, l0, linf)
+        return cls(eps, dlt, neighbors, threshold, scale, t, total_scale, None if share is None else float(share),
+                   None if bounds is None else l0, None if bounds is None else linf)
+
+    @property
+    def _l1(self) -> int:
+        return (self.max_keys_per_unit or 1) * (self.max_rows_per_key or 1)
+
+    @property
+    def appearance_probability(self) -> float:
+        """1 − (1 − P[Z ≥ T − ℓ∞])^{ℓ0}: the most likely that any of one unit's new keys is
+        released (≤ δ; equal to :attr:`release_probability` at ℓ0 = 1)."""
+        p = self.release_probability
+        return min(1.0, -math.expm1((self.max_keys_per_unit or 1) * math.log1p(-p)) * (1 + 1e-12))
 
     @property
     def release_probability(self) -> float:
-        """P[Z ≥ T − 1]: the probability that a key of count 1 is released (≤ δ; rounded up)."""
-        return DiscreteLaplace(self.scale).sf(self.threshold - 1)
+        """P[Z ≥ T − ℓ∞]: the probability that a new key of count ℓ∞ (1 at record level) is
+        released (rounded up)."""
+        return DiscreteLaplace(self.scale).sf(self.threshold - (self.max_rows_per_key or 1))
 
     @property
     def counts_epsilon(self) -> Fraction:
         """ε_c = sensitivity / scale: what the counts and the threshold cost (exact)."""
-        return Fraction(_SENSITIVITY[self.neighbors]) / self.scale
+        return Fraction(_SENSITIVITY[self.neighbors] * self._l1) / self.scale
 
     @property
     def total_epsilon(self) -> Fraction:
-        """ε_n = 1 / total_scale: what the noisy total costs (exact; 0 under replace-one)."""
-        return Fraction(0) if self.total_scale is None else 1 / self.total_scale
+        """ε_n = ℓ0ℓ∞ / total_scale: what the noisy total costs (exact; 0 under replace-one)."""
+        return Fraction(0) if self.total_scale is None else self._l1 / self.total_scale
 
     @property
     def epsilon_exact(self) -> Fraction:
@@ -410,6 +499,8 @@ class StableHistogramParams:
         if self.total_scale is not None:
             out["total_epsilon_share"] = self.total_epsilon_share
             out["total_scale"] = str(self.total_scale)
+        if self.max_keys_per_unit is not None:
+            out.update(max_keys_per_unit=self.max_keys_per_unit, max_rows_per_key=self.max_rows_per_key)
         return out
 
 
@@ -457,6 +548,12 @@ class HistogramRelease:
     noisy_total : int or None
         Stable histogram under add/remove only: n̂ = n + Z_n, the number of records (missing
         keys included) plus discrete Laplace noise of scale ``params.total_scale``; else None.
+        At user level n is the sum of the bounded counts.
+    unit : str or None
+        User level: the privacy unit (its column name, or ``"units"`` for an array); None at
+        record level. Then every count, bound and interval is about the *bounded* counts (each
+        unit's ≤ ℓ0 kept keys, ≤ ℓ∞ rows each: ``params.max_keys_per_unit``,
+        ``params.max_rows_per_key``); how many rows bounding dropped is not released.
     """
 
     mechanism: str
@@ -473,6 +570,17 @@ class HistogramRelease:
     params: LaplaceHistogramParams | StableHistogramParams = field(repr=False)
     other_count: int | None = None
     noisy_total: int | None = None
+    unit: str | None = None
+
+    @property
+    def max_keys_per_unit(self) -> int | None:
+        """ℓ0 at user level, else None."""
+        return self.params.max_keys_per_unit
+
+    @property
+    def max_rows_per_key(self) -> int | None:
+        """ℓ∞ at user level, else None."""
+        return self.params.max_rows_per_key
 
     @property
     def total(self) -> int:
@@ -535,7 +643,7 @@ class HistogramRelease:
         t = self.params.scale
         if self.mechanism == "laplace_histogram":
             m = self._bins()
-            if self.neighbors == "replace":
+            if self.n is not None:
                 return _abs_quantile_all(t, m, beta) / self.n
             k = _abs_quantile_all(t, m, beta / 2)
             s = _sum_abs_quantile(t, m, beta / 2)
@@ -604,12 +712,12 @@ class HistogramRelease:
         t = self.params.scale
         c = self.counts.astype(np.float64)
         upper_cap = math.inf if self.n is None else float(self.n)
-        if unit == "count" or self.neighbors == "replace":
+        if unit == "count" or self.n is not None:
             a = _abs_quantile(t, beta)
             low, high = np.clip(c - a, 0.0, upper_cap), np.clip(c + a, 0.0, upper_cap)
             if unit == "count":
                 return low, high
-            return low / self.n, high / self.n
+            return low / self.n, high / self.n  # n is public here
         a = _abs_quantile(t, beta / 2)
         if self.mechanism == "stable_histogram":
             s, total = self._total_parts(beta)[0], int(self.noisy_total)
@@ -769,10 +877,13 @@ def laplace_histogram(
     *,
     epsilon: Any,
     domain: Any,
-    neighbors: str = "replace",
+    neighbors: str | None = None,
     other: bool = False,
     rng: Any = None,
     ledger: Any = None,
+    units: Any = None,
+    max_keys_per_unit: int = 1,
+    max_rows_per_key: int = 1,
 ) -> HistogramRelease:
     """Laplace histogram over a public domain: every domain key gets a noisy count.
 
@@ -791,14 +902,26 @@ def laplace_histogram(
         ε > 0, finite.
     domain : sequence
         The public keys, distinct, in the order of the release. Never inferred from data.
-    neighbors : {"replace", "add_remove"}
-        Replace-one (n public, the default) or add/remove-one (n private).
+    neighbors : {"replace", "add_remove"}, optional
+        Replace-one (n public; the default without ``units``) or add/remove-one (n private; the
+        default with ``units``, where the neighbours add or remove one unit with all its rows,
+        or replace one unit by another).
     other : bool
         Add one more noisy bin with the number of records outside the domain.
     rng : None, int, SeedSequence or Generator
         ``None``: the secure generator. Anything else gives ``secure=False`` (tests, simulation).
     ledger : privagg.accounting.Ledger, optional
         Charged with ε after validation and counting, before any noise is drawn.
+    units : array-like, optional
+        The privacy unit of each record (aligned with ``data``; a missing unit is one more
+        unit). Given: user-level privacy with contribution bounding — each unit keeps at most
+        ``max_keys_per_unit`` (ℓ0) of its keys (the ``other`` bin counting as a key) and at most
+        ``max_rows_per_key`` (ℓ∞) rows per key, chosen uniformly at random (keyed by a secret
+        drawn from ``rng``); the noise scale becomes 2ℓ0ℓ∞/ε (replace) or ℓ0ℓ∞/ε (add/remove),
+        and frequencies divide by the sum of the released counts (n is not public). Counts,
+        bounds and intervals are about the bounded counts. docs/proofs/histograms.md §7.
+    max_keys_per_unit, max_rows_per_key : int
+        ℓ0 and ℓ∞ (default 1: a count is a number of distinct units). Only with ``units``.
 
     Returns
     -------
@@ -829,19 +952,47 @@ def laplace_histogram(
     """
     where = "laplace_histogram"
     check_epsilon(where, epsilon)
-    check_choice(where, "neighbors", neighbors, NEIGHBORS)
+    bounds = _check_bounds(where, units, max_keys_per_unit, max_rows_per_key)
+    neighbors = _resolve_neighbors(where, neighbors, bounds is not None)
     dom = as_domain(domain, where)
-    _check_other(where, other)
-    resolve_rng(rng, where)
+    with_other = _check_other(where, other)
+    if bounds is None:
+        resolve_rng(rng, where)
+        return laplace_histogram_from_counts(
+            count_keys(data, where),
+            epsilon=epsilon,
+            domain=dom,
+            neighbors=neighbors,
+            other=other,
+            rng=rng,
+            ledger=ledger,
+        )
+    LaplaceHistogramParams.build(epsilon, neighbors, dom.size + int(with_other), where=where, bounds=bounds)
+    gen, _ = resolve_rng(rng, where)
+    key_counts = _bounded(where, data, units, bounds, gen, domain=dom, keep_other=with_other)
     return laplace_histogram_from_counts(
-        count_keys(data, where),
-        epsilon=epsilon,
-        domain=dom,
-        neighbors=neighbors,
-        other=other,
-        rng=rng,
-        ledger=ledger,
+        key_counts, epsilon=epsilon, domain=dom, neighbors=neighbors, other=other, rng=gen, ledger=ledger,
+        max_keys_per_unit=bounds[0], max_rows_per_key=bounds[1], unit=_unit_name(units),
     )
+
+
+def _unit_name(units: Any) -> str:
+    """The unit's public label: a Series' name (schema), else "units"."""
+    name = getattr(units, "name", None)
+    return name if isinstance(name, str) and name else "units"
+
+
+def _bounded(
+    where: str, data: Any, units: Any, bounds: tuple[int, int], gen: Any, *, domain: Any = None,
+    keep_other: bool = False,
+) -> KeyCounts:
+    """Bounded counts of in-memory data (the numpy engine), with a secret drawn from ``gen``."""
+    from ..engines.base import Bounding, draw_secret
+    from ..engines.numpy_engine import NumpyEngine
+
+    engine = NumpyEngine(data, units, where=where)
+    bounding = Bounding(bounds[0], bounds[1], draw_secret(gen))
+    return engine.bounded_counts(bounding, domain=domain, keep_other=keep_other).key_counts
 
 
 def laplace_histogram_from_counts(
@@ -849,29 +1000,40 @@ def laplace_histogram_from_counts(
     *,
     epsilon: Any,
     domain: Any,
-    neighbors: str = "replace",
+    neighbors: str | None = None,
     other: bool = False,
     rng: Any = None,
     ledger: Any = None,
+    max_keys_per_unit: int | None = None,
+    max_rows_per_key: int | None = None,
+    unit: str | None = None,
 ) -> HistogramRelease:
     """:func:`laplace_histogram` on counts made by an engine (same parameters, same guarantee).
 
     ``key_counts.keys`` may be a numpy or pyarrow array in any order; ``key_counts.n`` counts
-    every record (missing keys included).
+    every record (missing keys included). User level: give ``max_keys_per_unit`` and
+    ``max_rows_per_key``; ``key_counts`` must then be an engine's *bounded* counts
+    (:meth:`privagg.engines.base.Engine.bounded_counts` with the domain and ``keep_other=other``),
+    and ``unit`` names the privacy unit.
     """
     where = "laplace_histogram"
+    bounds = None
+    if max_keys_per_unit is not None or max_rows_per_key is not None:
+        bounds = _check_bounds(where, True, max_keys_per_unit, max_rows_per_key)
+    neighbors = _resolve_neighbors(where, neighbors, bounds is not None)
     dom = domain if isinstance(domain, Domain) else as_domain(domain, where)
     with_other = _check_other(where, other)
-    params = LaplaceHistogramParams.build(epsilon, neighbors, dom.size + int(with_other), where=where)
+    params = LaplaceHistogramParams.build(epsilon, neighbors, dom.size + int(with_other), where=where, bounds=bounds)
     gen, secure = resolve_rng(rng, where)
-    _check_nonempty(where, key_counts, neighbors)
+    if bounds is None:  # at user level n is not public: no emptiness check (and no error)
+        _check_nonempty(where, key_counts, neighbors)
     aligned, n_outside = align_to_domain(key_counts, dom, where)
     if with_other:
         aligned = np.append(aligned, np.int64(n_outside))
     _charge(ledger, params, where)
     noisy = aligned + discrete_laplace(params.scale, size=params.bins, rng=gen)
     counts, other_count = (noisy[:-1], int(noisy[-1])) if with_other else (noisy, None)
-    n = key_counts.n if neighbors == "replace" else None
+    n = key_counts.n if neighbors == "replace" and bounds is None else None
     denominator = n if n is not None else max(1, int(noisy.sum()))
     return HistogramRelease(
         mechanism=where,
@@ -887,6 +1049,7 @@ def laplace_histogram_from_counts(
         secure=secure,
         params=params,
         other_count=other_count,
+        unit=None if bounds is None else (unit or "units"),
     )
 
 
@@ -895,11 +1058,14 @@ def stable_histogram(
     *,
     epsilon: Any,
     delta: Any,
-    neighbors: str = "replace",
+    neighbors: str | None = None,
     threshold: str = "tight",
     total_epsilon_share: Any = None,
     rng: Any = None,
     ledger: Any = None,
+    units: Any = None,
+    max_keys_per_unit: int = 1,
+    max_rows_per_key: int = 1,
 ) -> HistogramRelease:
     """Stability-based histogram: noisy counts of the present keys, kept iff noisy count ≥ T.
 
@@ -931,6 +1097,11 @@ def stable_histogram(
         the threshold use ε_c = (1 − share)·ε.
     rng, ledger
         As in :func:`laplace_histogram`; the ledger is charged (ε, δ) once, for both parts.
+    units, max_keys_per_unit, max_rows_per_key
+        User level, as in :func:`laplace_histogram` (add/remove of one unit only, the default
+        then). The counts' scale is ℓ0ℓ∞/ε_c, the total's ℓ0ℓ∞/ε_n, and T the smallest integer
+        with 1 − (1 − P[Z ≥ T − ℓ∞])^{ℓ0} ≤ δ (one unit can create up to ℓ0 new keys of count
+        ≤ ℓ∞; docs/proofs/histograms.md §7). n̂ perturbs the sum of the bounded counts.
 
     Returns
     -------
@@ -965,11 +1136,17 @@ def stable_histogram(
     (28, ['a'])
     """
     where = "stable_histogram"
+    check_epsilon(where, epsilon)
+    bounds = _check_bounds(where, units, max_keys_per_unit, max_rows_per_key)
+    neighbors = _resolve_neighbors(where, neighbors, bounds is not None)
     params = StableHistogramParams.build(
-        epsilon, delta, neighbors, threshold, total_epsilon_share=total_epsilon_share, where=where
+        epsilon, delta, neighbors, threshold, total_epsilon_share=total_epsilon_share, where=where, bounds=bounds
     )
-    resolve_rng(rng, where)
-    return _stable_release(count_keys(data, where), params, rng, ledger)
+    if bounds is None:
+        resolve_rng(rng, where)
+        return _stable_release(count_keys(data, where), params, rng, ledger)
+    gen, _ = resolve_rng(rng, where)
+    return _stable_release(_bounded(where, data, units, bounds, gen), params, gen, ledger, _unit_name(units))
 
 
 def stable_histogram_from_counts(
@@ -977,25 +1154,34 @@ def stable_histogram_from_counts(
     *,
     epsilon: Any,
     delta: Any,
-    neighbors: str = "replace",
+    neighbors: str | None = None,
     threshold: str = "tight",
     total_epsilon_share: Any = None,
     rng: Any = None,
     ledger: Any = None,
+    max_keys_per_unit: int | None = None,
+    max_rows_per_key: int | None = None,
+    unit: str | None = None,
 ) -> HistogramRelease:
     """:func:`stable_histogram` on counts made by an engine (same parameters, same guarantee).
 
     ``key_counts.n`` (every record, missing keys included) is what the noisy total perturbs
-    under add/remove.
+    under add/remove. User level: give ``max_keys_per_unit`` and ``max_rows_per_key``;
+    ``key_counts`` must be an engine's bounded counts (``keep_other=False``).
     """
+    where = "stable_histogram"
+    bounds = None
+    if max_keys_per_unit is not None or max_rows_per_key is not None:
+        bounds = _check_bounds(where, True, max_keys_per_unit, max_rows_per_key)
+    neighbors = _resolve_neighbors(where, neighbors, bounds is not None)
     params = StableHistogramParams.build(
-        epsilon, delta, neighbors, threshold, total_epsilon_share=total_epsilon_share, where="stable_histogram"
+        epsilon, delta, neighbors, threshold, total_epsilon_share=total_epsilon_share, where=where, bounds=bounds
     )
-    return _stable_release(key_counts, params, rng, ledger)
+    return _stable_release(key_counts, params, rng, ledger, unit or "units")
 
 
 def _stable_release(
-    key_counts: KeyCounts, params: StableHistogramParams, rng: Any, ledger: Any
+    key_counts: KeyCounts, params: StableHistogramParams, rng: Any, ledger: Any, unit: str | None = None
 ) -> HistogramRelease:
     where = "stable_histogram"
     gen, secure = resolve_rng(rng, where)
@@ -1028,6 +1214,7 @@ def _stable_release(
         secure=secure,
         params=params,
         noisy_total=noisy_total,
+        unit=None if params.max_keys_per_unit is None else unit,
     )
 
 

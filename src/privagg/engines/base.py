@@ -1,0 +1,129 @@
+"""The engine interface: what a mechanism asks of the place where the data lives.
+
+Mechanisms never branch on the engine: they call the methods of :class:`Engine`, implemented
+for in-memory arrays (:class:`privagg.engines.numpy_engine.NumpyEngine`) and for CSV/Parquet
+files read by DuckDB (:class:`privagg.engines.duckdb_bounding.DuckDBEngine`); a Spark engine
+adds a third implementation of the same methods.
+
+- :meth:`Engine.count_keys` — record level: the count of every present key (:class:`KeyCounts`).
+- :meth:`Engine.bounded_counts` — user level: contribution bounding (each privacy unit keeps at
+  most ℓ0 = ``max_keys_per_unit`` of its keys and at most ℓ∞ = ``max_rows_per_key`` rows per key),
+  then the count of every key over the kept rows.
+- :meth:`Engine.keys_per_unit` — user level: how many units hold 1, 2, …, cap distinct keys
+  (input of the private choice of ℓ0, ``max_keys_per_unit="auto"``).
+- :meth:`Engine.clamp_sum` — Σ clamp(value, lower, upper) over rows (building block of means).
+
+Bounding rule (identical in every engine, docs/proofs/histograms.md §7). Each (unit, key) pair
+present in the data gets the priority
+
+    π(u, k) = hash(hash(s, hash(u), hash(k)))
+
+where ``hash`` is DuckDB's 64-bit ``hash()`` (both engines evaluate it in DuckDB, so they agree
+bit for bit) and s is a 64-bit secret drawn from the release's generator (the CSPRNG unless a
+seed is given) and never printed. A unit keeps its ℓ0 pairs of smallest priority; a kept pair
+contributes min(rows, ℓ∞) to its key's count (rows of one (unit, key) pair are interchangeable
+for a count, so which of them are kept does not matter). The kept set of a unit depends only on
+its own rows and on s, so adding or removing a unit changes no other unit's kept rows (the
+property the privacy proof needs; it holds for *any* s). The secret and the outer hash make the
+choice among a unit's keys (pseudo-)uniformly random, which is what makes the bounding unbiased;
+privacy does not depend on the hash's quality.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .counting import KeyCounts
+
+__all__ = ["Bounding", "BoundedCounts", "Engine", "draw_secret", "PRIORITY_SQL"]
+
+#: The priority of a (unit, key) pair, in DuckDB SQL ($secret is a UBIGINT parameter).
+PRIORITY_SQL = "hash(hash($secret::UBIGINT, hash({unit}), hash({key})))"
+
+
+def draw_secret(gen: np.random.Generator) -> int:
+    """A fresh 64-bit secret for one release's bounding, from ``gen`` (the release's generator)."""
+    return int(gen.integers(0, 1 << 64, dtype=np.uint64, endpoint=False))
+
+
+@dataclass(frozen=True)
+class Bounding:
+    """Contribution bounds of one release (ℓ0, ℓ∞) and its secret (never shown).
+
+    Attributes
+    ----------
+    max_keys_per_unit : int
+        ℓ0 ≥ 1: keys a unit may contribute to.
+    max_rows_per_key : int
+        ℓ∞ ≥ 1: rows a unit may contribute to one key (1: counts are numbers of distinct units).
+    secret : int
+        In [0, 2^64): keys the random priorities. Excluded from ``repr``.
+    """
+
+    max_keys_per_unit: int
+    max_rows_per_key: int
+    secret: int = field(repr=False, default=0)
+
+    @property
+    def l1(self) -> int:
+        """ℓ0·ℓ∞: the most one unit adds to the sum of all bounded counts."""
+        return self.max_keys_per_unit * self.max_rows_per_key
+
+
+@dataclass(frozen=True, eq=False)
+class BoundedCounts:
+    """The result of contribution bounding.
+
+    Attributes
+    ----------
+    key_counts : KeyCounts
+        The keys with at least one kept row and their bounded counts; ``n`` is the sum of all
+        bounded counts, the ``other`` pseudo-key's included (private).
+    other : int
+        Bounded count of the ``other`` pseudo-key (rows whose key is missing or outside the
+        domain), when it takes part in bounding (``keep_other=True``), else 0.
+    """
+
+    key_counts: KeyCounts
+    other: int = 0
+
+
+class Engine(ABC):
+    """One data source (a key column, and a unit column when the release is at user level)."""
+
+    #: Short name for messages and reports ("numpy", "duckdb").
+    name: str = "engine"
+
+    @abstractmethod
+    def count_keys(self) -> KeyCounts:
+        """Record level: the count of every present key; ``n`` = every record."""
+
+    @abstractmethod
+    def bounded_counts(
+        self, bounding: Bounding, *, domain: Any = None, keep_other: bool = False
+    ) -> BoundedCounts:
+        """User level: bound each unit's contribution, then count the kept rows per key.
+
+        Parameters
+        ----------
+        bounding : Bounding
+        domain : array-like, optional
+            A public domain (validated, canonical keys): keys outside it, and missing keys, are
+            the ``other`` pseudo-key *before* bounding.
+        keep_other : bool
+            Whether the ``other`` pseudo-key takes part in bounding (it then uses one of the
+            unit's ℓ0 keys and its bounded count is :attr:`BoundedCounts.other`); otherwise its
+            rows are dropped before bounding.
+        """
+
+    @abstractmethod
+    def keys_per_unit(self, cap: int) -> np.ndarray:
+        """h[j] for j = 0..cap: the number of units with min(#distinct present keys, cap) = j."""
+
+    @abstractmethod
+    def clamp_sum(self, lower: float, upper: float) -> float:
+        """Σ over rows of the key column's values clamped to [lower, upper] (numeric columns)."""
