@@ -22,9 +22,13 @@ with public shares of the budget:
    clipped to ``B(c, r + b)`` is released with discrete Gaussian (ρ-zCDP) or Laplace noise,
    ``c ← c + sum/n̂``, and ``b`` shrinks to the new public noise bound. The number of steps and
    their share are chosen from public values (:func:`estimate_schedule`). Then an ε_q-DP noisy
-   histogram of the distances ``‖x_i − c‖`` over the public grid ``(r + b)·2^{−j/4}`` gives the
-   final clipping radius ``R`` (about the median distance, :data:`CLIP_TAIL`), and the final
-   clipped sum gives ``mean = c + sum/n̂``; ⊥ if ``n̂ < 1``.
+   histogram of the distances ``‖x_i − c‖`` over the public grid :func:`clip_edges` (from
+   ``U·4√n̂`` down to ``U·2⁻⁶``, ``U = r + b``) gives the final clipping radius ``R``: the least
+   edge leaving about ``τ = O(√d/ε)`` rows outside (the tail rule: the clipping bias vanishes as
+   n·ε grows, docs/proofs/mean.md §8), or, when a mass of rows lies beyond the top edge, the
+   median distance (robust rule, :data:`CLIP_TAIL`). The final clipped sum gives
+   ``mean = c + sum/n̂``; ⊥ if ``n̂ < 1``. The release carries ``n̂``, ``R``, the noisy count of
+   rows outside and :meth:`MeanRelease.confidence_intervals` (noise only).
 
 The steps compose sequentially (adaptive composition; the Gaussian sums in ρ, converted once with
 Canonne–Kamath–Steinke): the release is ``(ε_n + ε_sel + ε_loc + ε_q + ε_sum, δ_loc + δ_sum)``-DP
@@ -336,7 +340,7 @@ def mean_plan(
     step gets the end-to-end (ε/5, δ/2) (δ for ``"laplace"``), turned into a friendly budget by
     :func:`privagg.friendly_budget` and split 1/4 : 3/4 between count and mean (δ half each for
     Gaussian; the locate ε is capped at :data:`FRIENDLY_EPS_MAX`, :func:`capped_friendly_budget`,
-    and what the cap leaves goes to the sums); the distance histogram gets ε/20; the clipped sums get the rest, (ε − the others,
+    and what the cap leaves goes to the sums); the distance histogram gets ε/10; the clipped sums get the rest, (ε − the others,
     δ/2), as ρ-zCDP certified by :func:`rho_for` (Gaussian) or as pure ε (Laplace), split between
     the refinement steps and the final sum by :func:`estimate_schedule`. Every returned guarantee
     is the exact one of the calibrated noise, never above its share. ``small=True``: the
@@ -825,6 +829,11 @@ class ClipChoice:
     rule: str
 
 
+def _far_threshold(tau: float, sd0: float) -> float:
+    """Far mass when the noisy count beyond the top edge exceeds ``max(TAIL_FAR, τ) + 3·sd_0``."""
+    return max(float(TAIL_FAR), tau) + 3.0 * sd0
+
+
 def _quantile_radius(x: np.ndarray, center: np.ndarray, upper: float, n_hat: int,
                      eps_q: Fraction, gen: np.random.Generator, tau: float = float(TAIL_MIN)
                      ) -> ClipChoice:
@@ -843,7 +852,7 @@ def _quantile_radius(x: np.ndarray, center: np.ndarray, upper: float, n_hat: int
     tails = np.cumsum(noisy[: edges.size]).astype(np.float64)  # tails[j] ≈ #{u > e_j}
     q = math.exp(-float(eps_q))
     sd = np.sqrt(np.arange(1, edges.size + 1) * 2.0 * q / (1.0 - q) ** 2)
-    if tails[0] > max(float(TAIL_FAR), tau) + 3.0 * sd[0]:
+    if tails[0] > _far_threshold(tau, float(sd[0])):
         ok, rule = tails + 2.0 * sd <= float(CLIP_TAIL) * n_hat, "robust"
         j = int(np.argmin(ok)) - 1 if not ok.all() else edges.size - 1
     else:
