@@ -75,7 +75,7 @@ def test_plan_shares_and_totals(calibration, select, small, eps, delta):
     assert p.small == small
     assert p.eps_count == e / 40  # the same in both plans: n̂ is released before the choice
     assert p.eps_select == ((e / 5 if small else e / 10) if select else 0)
-    assert p.eps_quantile == e / 20
+    assert p.eps_quantile == e / 10
     # Locate: the recorded end-to-end values are the conversion theorem's, rounded up (tiny).
     e_loc, d_loc = reference_locate(p.eps_core_count, p.eps_core_mean,
                                     p.delta_core_count + p.delta_core_mean)

@@ -4,6 +4,7 @@ empirical audit of that ε_q-DP step with a negative control (its noise removed)
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import mpmath
@@ -65,42 +66,51 @@ def test_schedule_refines_only_when_the_located_center_is_poor():
     assert len(estimate_schedule(plan, 10_000, 16.0, 1e-6, 100)) == 1  # located exactly
 
 
-def brute_bins(x, center, upper):
-    """Bins from exact rationals: bin 0 beyond U; bin j+1 for U·2^{-(j+1)/4} < u <= U·2^{-j/4}."""
-    out = np.zeros(M.QUANTILE_GRID + 2, dtype=np.int64)
-    for row in x:
-        u2 = sum((Fraction(float(a)) - Fraction(float(c))) ** 2 for a, c in zip(row, center))
-        if u2 > Fraction(upper) ** 2:
-            out[0] += 1
-            continue
-        j = 0  # u <= U·2^{-j/4}  ⟺  u^8 <= U^8 / 2^{2j}
-        while j < M.QUANTILE_GRID and u2**4 <= Fraction(upper) ** 8 / 2 ** (2 * (j + 1)):
-            j += 1
-        out[1 + j] += 1
-    return out
+def test_clip_edges_are_public_and_reach_sqrt_n():
+    e = M.clip_edges(2.0, 10_000)
+    assert np.all(np.diff(e) < 0) and e[-1] == 2.0 * 2.0 ** (-M.QUANTILE_GRID / M.QUANTILE_OCTAVE)
+    assert e[0] >= 2.0 * M.TOP_FACTOR * math.sqrt(10_000)  # T >= U·4·√n̂
+    assert 2.0 in e.tolist()
 
 
 def test_distance_bins_match_exact_reference_and_partition():
     rng = np.random.default_rng(SEED)
-    x = rng.normal(size=(400, 3)) * np.exp(rng.uniform(-6, 1, size=(400, 1)))
+    x = rng.normal(size=(400, 3)) * np.exp(rng.uniform(-6, 5, size=(400, 1)))
     x[:5] = 0.0
-    center, upper = np.zeros(3), 2.0
-    got = M._distance_bins(x, center, upper)
+    center, edges = np.zeros(3), M.clip_edges(2.0, 400)
+    got = M._distance_bins(x, center, edges)
     assert got.sum() == x.shape[0]  # every row in exactly one bin: sensitivity 1
-    assert np.array_equal(got, brute_bins(x, center, upper)), f"seed={SEED}"
+    ref = np.zeros(edges.size + 1, dtype=np.int64)
+    exact_edges = [Fraction(e) ** 2 for e in edges.tolist()]
+    for row in x:  # bin = index of the first (largest) edge below u, from exact rationals
+        u2 = sum(Fraction(float(a)) ** 2 for a in row)
+        ref[next((k for k, e2 in enumerate(exact_edges) if u2 > e2), edges.size)] += 1
+    assert np.array_equal(got, ref), f"seed={SEED}"
 
 
-def test_quantile_radius_near_the_tail_fraction():
-    """Noise-free in effect (ε_q = 50): the radius is the least edge with at most
-    CLIP_TAIL·n̂ − margin points beyond it; the margin here is below 1 point."""
+def test_quantile_radius_leaves_about_tau_rows_outside():
+    """Noise-free in effect (ε_q = 50): the radius is the least edge with at most τ + 2·sd rows
+    beyond it (sd < 0.01 here); the released outside count is that tail."""
     rng = np.random.default_rng(SEED)
     u = rng.uniform(0.0, 1.0, size=4000)
     x = np.stack([u, np.zeros_like(u)], axis=1)
-    radius = M._quantile_radius(x, np.zeros(2), 1.0, 4000, Fraction(50), rng)
-    edges = 2.0 ** (-np.arange(M.QUANTILE_GRID + 1) / M.QUANTILE_OCTAVE)
-    beyond = np.array([(u > e).sum() for e in edges])
-    expect = edges[np.flatnonzero(beyond <= float(M.CLIP_TAIL) * 4000 - 1)[-1]]
-    assert radius == expect, f"seed={SEED}"
+    for tau in (1.0, 40.0):
+        ch = M._quantile_radius(x, np.zeros(2), 1.0, 4000, Fraction(50), rng, tau)
+        edges = M.clip_edges(1.0, 4000)
+        beyond = np.array([(u > e).sum() for e in edges])
+        expect = edges[np.flatnonzero(beyond <= tau)[-1]]
+        assert ch.rule == "tail" and ch.radius == expect, f"seed={SEED}"
+        assert ch.outside == beyond[np.flatnonzero(beyond <= tau)[-1]]
+
+
+def test_quantile_radius_robust_fallback_on_far_mass():
+    """5 % of the rows far beyond the top edge: the median-distance (robust) rule."""
+    rng = np.random.default_rng(SEED)
+    u = rng.uniform(0.0, 1.0, size=4000)
+    u[:200] = 1e9
+    x = np.stack([u, np.zeros_like(u)], axis=1)
+    ch = M._quantile_radius(x, np.zeros(2), 1.0, 4000, Fraction(50), rng, 1.0)
+    assert ch.rule == "robust" and 0.4 < ch.radius < 0.7, (ch, f"seed={SEED}")
 
 
 # ------------------------------------------------------------------ audit of the quantile step
@@ -108,14 +118,15 @@ EPS_Q, DELTA_AUDIT, CONF = 1.0, 1e-6, 0.999
 
 
 def quantile_pair():
-    """d = 1, U = 1, n̂ = 200 (public here). At ε_q = 1 the margin at edge e_1 is 3.84: 96
-    points in bin 1 pass the tail test (99.84 <= 100), 97 fail; 50 points in bin 2."""
-    base = np.concatenate([np.full(96, 0.9), np.full(50, 0.78), np.zeros(60)])[:, None]
+    """d = 1, U = 1, n̂ = 200, τ = 1 (public here). At ε_q = 1 the tail test at the edge
+    2^{-1/4} (index 13, sd = √14·1.357) passes with at most 11.15 rows beyond: 11 rows at 0.9
+    pass, 12 fail; 50 rows at 0.78 make every deeper edge fail."""
+    base = np.concatenate([np.full(11, 0.9), np.full(50, 0.78), np.zeros(60)])[:, None]
     return base, np.concatenate([base, [[0.9]]])
 
 
 def run_quantile(data, gen):
-    return M._quantile_radius(data, np.zeros(1), 1.0, 200, Fraction(EPS_Q), gen)
+    return M._quantile_radius(data, np.zeros(1), 1.0, 200, Fraction(EPS_Q), gen, 1.0).radius
 
 
 def test_quantile_step_within_its_epsilon():

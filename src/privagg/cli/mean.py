@@ -28,6 +28,8 @@ from ._render import dumps, visible
 __all__ = ["mean"]
 
 WHERE = "private_mean"
+#: Miss probability of the printed per-column intervals (noise only; docs/proofs/mean.md §8).
+CI_BETA = 0.05
 
 
 @click.command()
@@ -80,6 +82,7 @@ def mean(
         charged = _guard.charging(opened, command="mean", file=str(file), columns=cols)
         release = private_mean(points, epsilon=eps, delta=dlt, radius=r, calibration=calibration,
                                rng=None, ledger=charged)
+    intervals = release.confidence_intervals(CI_BETA)
     payload = {
         "ok": bool(release.ok),
         "mean": None if release.mean is None else [float(v) for v in release.mean],
@@ -90,6 +93,15 @@ def mean(
         "calibration": release.calibration,
         "secure": bool(release.secure),
         "reason": release.reason,
+        "n_hat": None if release.n_hat is None else int(release.n_hat),
+        "clip_radius": None if release.clip_radius is None else float(release.clip_radius),
+        "center": None if release.center is None else [float(v) for v in release.center],
+        "outside": None if release.outside is None else float(release.outside),
+        "outside_sd": None if release.outside_sd is None else float(release.outside_sd),
+        "clip_rule": release.clip_rule,
+        "ci_beta": CI_BETA,
+        "ci_low": None if intervals is None else [float(v) for v in intervals[0]],
+        "ci_high": None if intervals is None else [float(v) for v in intervals[1]],
     }
     if as_json:
         sys.stdout.write(dumps({**payload, **_guard.charge_fields()}, finite=True) + "\n")
@@ -117,5 +129,10 @@ def _print_table(file: Path, cols: list[str], release: Any, *, given_radius: boo
     if not release.ok:
         click.echo(f"result      ⊥: {release.reason}; nothing more is released")
         return
-    for name, value in zip(cols, release.mean):
-        click.echo(f"  {visible(name)}: {value:.6g}")
+    click.echo(f"noisy count n̂ = {release.n_hat}; final clip: radius {release.clip_radius:.4g} "
+               f"({release.clip_rule} rule), about {release.outside:.0f} ± {release.outside_sd:.2g} "
+               "rows outside (noisy)")
+    low, high = release.confidence_intervals(CI_BETA)
+    click.echo(f"  column: mean   [{1 - CI_BETA:.0%} interval: noise only, not the clipping bias]")
+    for name, value, lo, hi in zip(cols, release.mean, low, high):
+        click.echo(f"  {visible(name)}: {value:.6g}   [{lo:.6g}, {hi:.6g}]")

@@ -22,9 +22,13 @@ with public shares of the budget:
    clipped to ``B(c, r + b)`` is released with discrete Gaussian (ρ-zCDP) or Laplace noise,
    ``c ← c + sum/n̂``, and ``b`` shrinks to the new public noise bound. The number of steps and
    their share are chosen from public values (:func:`estimate_schedule`). Then an ε_q-DP noisy
-   histogram of the distances ``‖x_i − c‖`` over the public grid ``(r + b)·2^{−j/4}`` gives the
-   final clipping radius ``R`` (about the median distance, :data:`CLIP_TAIL`), and the final
-   clipped sum gives ``mean = c + sum/n̂``; ⊥ if ``n̂ < 1``.
+   histogram of the distances ``‖x_i − c‖`` over the public grid :func:`clip_edges` (from
+   ``U·4√n̂`` down to ``U·2⁻⁶``, ``U = r + b``) gives the final clipping radius ``R``: the least
+   edge leaving about ``τ = O(√d/ε)`` rows outside (the tail rule: the clipping bias vanishes as
+   n·ε grows, docs/proofs/mean.md §8), or, when a mass of rows lies beyond the top edge, the
+   median distance (robust rule, :data:`CLIP_TAIL`). The final clipped sum gives
+   ``mean = c + sum/n̂``; ⊥ if ``n̂ < 1``. The release carries ``n̂``, ``R``, the noisy count of
+   rows outside and :meth:`MeanRelease.confidence_intervals` (noise only).
 
 The steps compose sequentially (adaptive composition; the Gaussian sums in ρ, converted once with
 Canonne–Kamath–Steinke): the release is ``(ε_n + ε_sel + ε_loc + ε_q + ε_sum, δ_loc + δ_sum)``-DP
@@ -36,7 +40,8 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+import statistics
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -44,6 +49,7 @@ import mpmath
 import numpy as np
 
 from .._validate import (
+    check_beta,
     check_choice,
     check_delta,
     check_epsilon,
@@ -85,7 +91,7 @@ _SHARE_SELECT = Fraction(1, 10)
 _SHARE_LOCATE = Fraction(1, 5)
 _SHARE_LOCATE_DELTA = Fraction(1, 2)
 _SHARE_FRIENDLY_COUNT = Fraction(1, 4)
-_SHARE_QUANTILE = Fraction(1, 20)
+_SHARE_QUANTILE = Fraction(1, 10)
 #: Small samples: when the released ``n̂·ε`` is below this (public) the shares after the count
 #: switch to the small-sample ones (radius selection and locate get more, the sums less).
 SMALL_SAMPLE = 750
@@ -96,12 +102,25 @@ _SMALL_SHARE_FRIENDLY_COUNT = Fraction(1, 2)
 #: estimate budget (ρ, or ε for Laplace) that they take together, split evenly.
 REFINE_STEPS = (0, 1, 2, 3)
 REFINE_SHARES = (Fraction(1, 8), Fraction(1, 4), Fraction(3, 8), Fraction(1, 2))
-#: The final clipping radius is the least grid radius whose noisy tail count is, with a margin of
-#: two noise standard deviations, at most this fraction of n̂.
+#: Robust fallback (far mass, below): the final clipping radius is the least grid radius whose
+#: noisy tail count is, with a margin of two noise standard deviations, at most this fraction of n̂.
 CLIP_TAIL = Fraction(1, 2)
-#: Grid of candidate final clipping radii: ``U·2^{-j/QUANTILE_OCTAVE}``, ``j = 0 … QUANTILE_GRID``.
+#: Grid of candidate final clipping radii below ``U``: ``U·2^{-j/QUANTILE_OCTAVE}``,
+#: ``j = 1 … QUANTILE_GRID``; above ``U``: ``U·2^{k/QUANTILE_ABOVE}`` up to the top edge
+#: ``T = U·2^A``, ``A = ceil(log2(TOP_FACTOR·√n̂))`` (so the grid reaches a multiple of ``√n̂``
+#: times U: for finite-variance data the expected count beyond it vanishes, docs/proofs/mean.md §8).
 QUANTILE_OCTAVE = 4
 QUANTILE_GRID = 24
+QUANTILE_ABOVE = 2
+TOP_FACTOR = 4
+#: Tail rule: the final clipping radius is the least edge whose noisy count beyond it is at most
+#: ``τ + 2·sd`` (sd: public noise sd of that tail count), ``τ = max(TAIL_MIN, √d·σ_1)`` with
+#: ``σ_1`` the final sum's noise sd per coordinate in units of its radius (so the clipping bias,
+#: at most τ·excess/n, and the noise, ≈ √d·σ_1·R/n, are balanced).
+TAIL_MIN = 1
+#: Far mass: if the noisy count beyond the top edge exceeds ``max(TAIL_FAR, τ) + 3·sd``, the
+#: robust fallback (median-distance clip, :data:`CLIP_TAIL`) is used instead of the tail rule.
+TAIL_FAR = 4
 _ROWS = 1 << 14  # rows per block of the clipped sum
 _SAFETY = 1.0 + 2.0**-40  # float-computed noise scales (grid exponent choice) carry this factor
 _U = Fraction(1, 2**53)  # unit roundoff of float64
@@ -321,7 +340,7 @@ def mean_plan(
     step gets the end-to-end (ε/5, δ/2) (δ for ``"laplace"``), turned into a friendly budget by
     :func:`privagg.friendly_budget` and split 1/4 : 3/4 between count and mean (δ half each for
     Gaussian; the locate ε is capped at :data:`FRIENDLY_EPS_MAX`, :func:`capped_friendly_budget`,
-    and what the cap leaves goes to the sums); the distance histogram gets ε/20; the clipped sums get the rest, (ε − the others,
+    and what the cap leaves goes to the sums); the distance histogram gets ε/10; the clipped sums get the rest, (ε − the others,
     δ/2), as ρ-zCDP certified by :func:`rho_for` (Gaussian) or as pure ε (Laplace), split between
     the refinement steps and the final sum by :func:`estimate_schedule`. Every returned guarantee
     is the exact one of the calibrated noise, never above its share. ``small=True``: the
@@ -405,6 +424,16 @@ class MeanRelease:
         Why the output is ⊥ (None when ``ok``), built from public parameters and values the
         mechanism released anyway (the noisy count ``n̂``, the noisy core size ``m̂``): e.g.
         ``"about 0 numeric rows (noisy count n̂ = -2 < 1)"`` for a column without numbers.
+    n_hat : int or None
+        The released noisy count of finite rows (None only before it was drawn: never).
+    outside : float or None
+        The released noisy count of rows beyond the final clipping ball (``‖x − center‖ >
+        clip_radius``), post-processing of the distance histogram; ``outside_sd`` is its public
+        noise standard deviation. Rows beyond the ball are pulled onto it: the clipping bias of
+        coordinate j is at most ``(that count) × (their mean excess distance) / n``.
+    clip_rule : str or None
+        ``"tail"`` (the radius leaves about τ rows outside) or ``"robust"`` (a mass of rows far
+        beyond the located cluster: median-distance clip, biased by design towards the cluster).
     """
 
     ok: bool
@@ -418,6 +447,70 @@ class MeanRelease:
     clip_radius: float | None = None
     center: np.ndarray | None = None
     reason: str | None = None
+    n_hat: int | None = None
+    outside: float | None = None
+    outside_sd: float | None = None
+    clip_rule: str | None = None
+    noise: tuple | None = field(default=None, repr=False, compare=False)
+
+    def confidence_intervals(self, beta: Any = 0.05) -> tuple[np.ndarray, np.ndarray] | None:
+        """Per-coordinate intervals ``(low, high)``, each holding with probability ``>= 1 − β``
+        over the noise of the final release (None for ⊥).
+
+        What is covered: ``θ_j = center_j + (1/n)·Σ_i clip(x_i − center, clip_radius)_j``, the
+        mean of the rows (finite rows, n of them) pulled into the released final clipping ball,
+        given everything released before the final sum. It covers the final sum's noise (exact
+        law: discrete Gaussian of parameter σ², or discrete Laplace, on its public grid), the
+        count noise in ``n̂`` (β/10 of β, exact discrete Laplace tail) and the rounding. It
+        does **not** cover the clipping bias ``θ − x̄``: rows beyond the ball (``outside``
+        tells about how many) pull the mean towards the center by at most (their number) ×
+        (their mean excess distance) / n per coordinate. Coverage is per coordinate, not
+        simultaneous.
+        """
+        beta = check_beta("MeanRelease.confidence_intervals", beta)
+        if not self.ok or self.noise is None or self.mean is None or self.center is None:
+            return None
+        kind, param, step, count_scale, rnd_per_row, rnd_fixed = self.noise
+        t = _noise_quantile(kind, param, 0.9 * beta) * step  # |Z_j| <= t w.p. >= 1 − 0.9β
+        k_c = _dlap_two_sided(count_scale, 0.1 * beta)  # |n̂ − n| <= k_c w.p. >= 1 − 0.1β
+        n_hat = float(self.n_hat)
+        rnd = (n_hat + k_c) * rnd_per_row + rnd_fixed
+        off = np.abs(self.mean - self.center) * n_hat
+        s_over_n = np.minimum(float(self.clip_radius), (off + t + rnd) / max(n_hat - k_c, 1.0))
+        half = (t + rnd) / n_hat + s_over_n * k_c / n_hat
+        half = half + 4.0 * 2.0**-53 * (np.abs(self.mean) + np.abs(self.center))
+        half = half * (1.0 + 2.0**-40)
+        return _finite(self.mean - half), _finite(self.mean + half)
+
+
+def _noise_quantile(kind: str, param: float, beta: float) -> float:
+    """The least integer ``t`` (grid units) with ``P[|Z| > t] <= β`` for one coordinate of the
+    final noise: discrete Gaussian with parameter ``σ² = param`` (exact sums of the law for
+    ``σ <= 2000``; beyond, the normal tail with the half-step correction, whose relative error
+    is ``O(1/σ²)``), or discrete Laplace of scale ``param``."""
+    if kind == "laplace":
+        return float(_dlap_two_sided(param, beta))
+    sigma = math.sqrt(param)
+    if sigma <= 2000.0:
+        k = np.arange(0, math.ceil(40.0 * sigma) + 2, dtype=np.float64)
+        w = np.exp(-(k * k) / (2.0 * param))
+        total = w[0] + 2.0 * w[1:].sum()
+        tail = 2.0 * (w.sum() - np.cumsum(w)) / total  # tail[t] = P[|Z| > t]
+        return float(np.argmax(tail <= beta))
+    z = statistics.NormalDist().inv_cdf(1.0 - beta / 2.0)
+    return float(math.ceil(sigma * z - 0.5))
+
+
+def _dlap_two_sided(scale: float, beta: float) -> int:
+    """The least integer ``k >= 0`` with ``P[|Z| > k] = 2e^{−(k+1)/t}/(1 + e^{−1/t}) <= β`` for
+    ``Z ~ DLap(t)``."""
+    t = float(scale)
+    k = max(0, math.ceil(t * math.log(2.0 / (beta * (1.0 + math.exp(-1.0 / t)))) - 1.0))
+    while k > 0 and 2.0 * math.exp(-k / t) / (1.0 + math.exp(-1.0 / t)) <= beta:
+        k -= 1  # pragma: no cover - float rounding of the closed form
+    while 2.0 * math.exp(-(k + 1) / t) / (1.0 + math.exp(-1.0 / t)) > beta:
+        k += 1  # pragma: no cover
+    return k
 
 
 _FMAX = float(np.finfo(np.float64).max)
@@ -550,12 +643,13 @@ def _private_mean(points: Any, epsilon: Any, delta: Any, radius: Any, alpha: Any
 
     def bottom(used_radius: float | None, reason: str) -> MeanRelease:
         return MeanRelease(False, None, eps_out, delta_out, used_radius, secure, loss, calibration,
-                           reason=reason)
+                           reason=reason, n_hat=n_hat)
 
     if ledger is not None:
         ledger.charge(loss, mechanism=where, parameters={**plan.public_parameters(),
                       "radius": r, "m_locate": m_loc, "d": int(x.shape[1])})
     d = x.shape[1]
+    n_hat = None
     # 1. count
     n_hat = x.shape[0] + int(discrete_laplace(1 / plan.eps_count, rng=gen))
     if n_hat < 1:
@@ -579,16 +673,22 @@ def _private_mean(points: Any, epsilon: Any, delta: Any, radius: Any, alpha: Any
     if center is None:
         return bottom(r, f"too few points agree on a location (noisy core size m̂ = {m_hat}, "
                          f"needs m̂ >= {M_MIN + plan.core_count_shift}; noisy count n̂ = {n_hat})")
-    # 4. estimate: refinement steps, then the final sum with a clipping radius from a quantile
+    # 4. estimate: refinement steps, then the final sum with a clipping radius from a tail count
     *refine, last = estimate_schedule(plan, n_hat, r, bound, d)
     for part in refine:
         step_r = _grid_up(r + bound)
         center = _finite(center + _noisy_clipped_sum(x, center, step_r, part, plan, gen) / n_hat)
         bound = _next_bound(step_r, bound, part, plan, n_hat, d)
-    big_r = _quantile_radius(x, center, _grid_up(r + bound), n_hat, plan.eps_quantile, gen)
-    mean = _finite(center + _noisy_clipped_sum(x, center, big_r, last, plan, gen) / n_hat)
+    choice = _quantile_radius(x, center, _grid_up(r + bound), n_hat, plan.eps_quantile, gen,
+                              tail_target(plan, last, d, n_hat))
+    big_r = choice.radius
+    rel = _noisy_clipped_release(x, center, big_r, last, plan, gen)
+    mean = _finite(center + rel.values / n_hat)
+    h = 2.0 ** _sum_exponent(big_r)
+    noise = ("gaussian" if plan.gaussian else "laplace", float(rel.noise_grid), rel.step,
+             float(1 / plan.eps_count), h / 2.0 + 8.0 * 2.0**-53 * big_r, rel.step)
     return MeanRelease(True, mean, eps_out, delta_out, r, secure, loss, calibration, big_r,
-                       center)
+                       center, None, n_hat, choice.outside, choice.outside_sd, choice.rule, noise)
 
 
 def _grid_up(v: float) -> float:
@@ -643,8 +743,8 @@ def estimate_schedule(
     return best[1]
 
 
-def _noisy_clipped_sum(x: np.ndarray, center: np.ndarray, big_r: float, part: Fraction,
-                       plan: MeanPlan, gen: np.random.Generator) -> np.ndarray:
+def _noisy_clipped_release(x: np.ndarray, center: np.ndarray, big_r: float, part: Fraction,
+                           plan: MeanPlan, gen: np.random.Generator) -> Any:
     """``Σ clip(x_i − ĉ)`` on the grid: ρ = ``part``-zCDP (discrete Gaussian) or ``part``-DP
     (discrete Laplace). The sum is exact up to one final rounding (:func:`_clipped_sum`), so in
     grid units one row moves it by at most ``(R + √d·h/2)/g + 2·SUM_ROUNDING·√d`` (ℓ2) or
@@ -659,43 +759,109 @@ def _noisy_clipped_sum(x: np.ndarray, center: np.ndarray, big_r: float, part: Fr
         g = Fraction(2) ** e
         sens = (Fraction(big_r) + root_d * h / 2) / g + 2 * SUM_ROUNDING * root_d
         return grid_gaussian_integers(grid_integers(total, exponent=e), exponent=e,
-                                      l2_sensitivity_grid=sens, rho=part, rng=gen).values
+                                      l2_sensitivity_grid=sens, rho=part, rng=gen)
     e = laplace_exponent(math.sqrt(d) * big_r * _SAFETY, _float_down(part), d)
     g = Fraction(2) ** e
     sens1 = (root_d * Fraction(big_r) + d * h / 2) / g + 2 * SUM_ROUNDING * d
     return grid_laplace_integers(grid_integers(total, exponent=e), exponent=e,
-                                 l1_sensitivity_grid=sens1, epsilon=part, rng=gen).values
+                                 l1_sensitivity_grid=sens1, epsilon=part, rng=gen)
 
 
-def _distance_bins(x: np.ndarray, center: np.ndarray, upper: float) -> np.ndarray:
-    """Histogram of ``‖x_i − ĉ‖`` over the public edges ``e_j = U·2^{-j/4}``, ``j = 0 … J``:
-    bin 0 is ``(e_0, ∞)``, bin ``j + 1`` is about ``(e_{j+1}, e_j]``, bin ``J + 1`` the rest.
-    Every row lands in exactly one bin (float rounding only moves rows near an edge)."""
-    counts = np.zeros(QUANTILE_GRID + 2, dtype=np.int64)
+def _noisy_clipped_sum(x: np.ndarray, center: np.ndarray, big_r: float, part: Fraction,
+                       plan: MeanPlan, gen: np.random.Generator) -> np.ndarray:
+    """The released values of :func:`_noisy_clipped_release` (the grid release's ``values``)."""
+    return _noisy_clipped_release(x, center, big_r, part, plan, gen).values
+
+
+def clip_edges(upper: float, n_hat: int) -> np.ndarray:
+    """The public candidate clipping radii, descending: ``T·2^{-k/QUANTILE_ABOVE}`` from the top
+    ``T = U·2^A`` (``A = max(0, ceil(log2(TOP_FACTOR·√n̂)))``) down to ``U``, then
+    ``U·2^{-j/QUANTILE_OCTAVE}``, ``j = 1 … QUANTILE_GRID``. A function of ``U`` and ``n̂`` only."""
+    a = max(0, math.ceil(math.log2(TOP_FACTOR * math.sqrt(max(n_hat, 1)))))
+    above = upper * 2.0 ** (np.arange(a * QUANTILE_ABOVE, 0, -1) / QUANTILE_ABOVE)
+    below = upper * 2.0 ** (-np.arange(0, QUANTILE_GRID + 1) / QUANTILE_OCTAVE)
+    return np.concatenate([above, below])
+
+
+def _distance_bins(x: np.ndarray, center: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Histogram of ``u_i = ‖x_i − ĉ‖`` over the public descending ``edges`` ``e_0 > … > e_J``:
+    bin 0 is ``u > e_0``, bin ``j`` is ``e_j < u <= e_{j−1}``, bin ``J + 1`` is ``u <= e_J``.
+    Every row lands in exactly one bin (one integer index per row, a function of the row and
+    public values; float rounding only moves rows near an edge), so adding a row changes one
+    count by one. ``u = ∞`` (overflowing squared norm) lands in bin 0."""
+    asc = np.ascontiguousarray(edges[::-1])
+    counts = np.zeros(edges.size + 1, dtype=np.int64)
     for start in range(0, x.shape[0], _ROWS):
         y = x[start : start + _ROWS] - center
         u = np.sqrt(np.einsum("ij,ij->i", y, y))
-        with np.errstate(divide="ignore"):
-            k = np.floor(QUANTILE_OCTAVE * np.log2(upper / u))
-        b = np.where(u > upper, 0, 1 + np.clip(np.nan_to_num(k, posinf=QUANTILE_GRID), 0,
-                                               QUANTILE_GRID)).astype(np.int64)
-        counts += np.bincount(b, minlength=QUANTILE_GRID + 2)
+        below = np.searchsorted(asc, u, side="left")  # #{edges < u}
+        counts += np.bincount(edges.size - below, minlength=edges.size + 1)
     return counts
 
 
+def tail_target(plan: MeanPlan, last: Fraction, d: int, n_hat: int) -> float:
+    """``τ = max(TAIL_MIN, √d·σ_1)``, at most ``n̂/2``: ``σ_1 = 1/√(2ρ)`` (Gaussian; the final
+    sum's per-coordinate noise sd over its radius) or ``√2·√d/ε`` (Laplace). Public."""
+    if plan.gaussian:
+        s1 = 1.0 / math.sqrt(2.0 * float(last))
+    else:
+        s1 = math.sqrt(2.0 * d) / float(last)
+    return min(max(float(TAIL_MIN), math.sqrt(d) * s1), max(float(TAIL_MIN), n_hat / 2.0))
+
+
+@dataclass(frozen=True)
+class ClipChoice:
+    """The released choice of the final clipping radius (post-processing of one noisy histogram).
+
+    radius : float
+    outside : float
+        The noisy count of rows beyond ``radius`` (the released histogram's tail there).
+    outside_sd : float
+        Public noise standard deviation of ``outside``.
+    rule : str
+        ``"tail"`` (at most about τ rows beyond) or ``"robust"`` (far mass beyond the top edge:
+        the median-distance clip).
+    """
+
+    radius: float
+    outside: float
+    outside_sd: float
+    rule: str
+
+
+def _far_threshold(tau: float, sd0: float) -> float:
+    """Far mass when the noisy count beyond the top edge exceeds ``max(TAIL_FAR, τ) + 3·sd_0``."""
+    return max(float(TAIL_FAR), tau) + 3.0 * sd0
+
+
 def _quantile_radius(x: np.ndarray, center: np.ndarray, upper: float, n_hat: int,
-                     eps_q: Fraction, gen: np.random.Generator) -> float:
-    """The final clipping radius: ε_q-DP noisy histogram of distances to ĉ (one row changes one
-    bin by one), then the least edge ``e_j`` (scanning down from ``U``, stopping at the first
-    failure) whose noisy tail count plus two noise standard deviations is <= ``CLIP_TAIL·n̂``."""
-    noisy = _distance_bins(x, center, upper) + discrete_laplace(1 / eps_q, size=QUANTILE_GRID + 2,
+                     eps_q: Fraction, gen: np.random.Generator, tau: float = float(TAIL_MIN)
+                     ) -> ClipChoice:
+    """The final clipping radius: an ε_q-DP noisy histogram of distances to ĉ over
+    :func:`clip_edges` (one row changes one bin by one; discrete Laplace per bin), then, as
+    post-processing with ``T̃_j`` the noisy count beyond ``e_j`` and ``sd_j`` its public sd:
+
+    * far mass, ``T̃_0 > max(TAIL_FAR, τ) + 3·sd_0``: the robust rule, the least edge (scanning
+      down, stopping at the first failure) with ``T̃_j + 2·sd_j <= CLIP_TAIL·n̂``;
+    * else the tail rule: the least edge with ``T̃_j <= τ + 2·sd_j`` (the last one passing, not
+      the first failure), the top edge if none passes.
+    """
+    edges = clip_edges(upper, n_hat)
+    noisy = _distance_bins(x, center, edges) + discrete_laplace(1 / eps_q, size=edges.size + 1,
                                                                  rng=gen)
-    tails = np.cumsum(noisy[: QUANTILE_GRID + 1])  # tails[j] ≈ #{u > e_j}
+    tails = np.cumsum(noisy[: edges.size]).astype(np.float64)  # tails[j] ≈ #{u > e_j}
     q = math.exp(-float(eps_q))
-    sd = np.sqrt(np.arange(1, QUANTILE_GRID + 2) * 2.0 * q / (1.0 - q) ** 2)
-    ok = tails + 2.0 * sd <= float(CLIP_TAIL) * n_hat
-    j = int(np.argmin(ok)) - 1 if not ok.all() else QUANTILE_GRID
-    return upper if j < 0 else upper * 2.0 ** (-j / QUANTILE_OCTAVE)
+    sd = np.sqrt(np.arange(1, edges.size + 1) * 2.0 * q / (1.0 - q) ** 2)
+    if tails[0] > _far_threshold(tau, float(sd[0])):
+        ok, rule = tails + 2.0 * sd <= float(CLIP_TAIL) * n_hat, "robust"
+        j = int(np.argmin(ok)) - 1 if not ok.all() else edges.size - 1
+    else:
+        # the last passing edge (not the first failure: the noisy tails over the empty bins at
+        # the top are a random walk, which crosses τ + 2·sd_j somewhere too often)
+        ok, rule = tails <= tau + 2.0 * sd, "tail"
+        j = int(np.flatnonzero(ok)[-1]) if ok.any() else 0
+    j = max(j, 0)
+    return ClipChoice(float(edges[j]), float(tails[j]), float(sd[j]), rule)
 
 
 def _clip_margin(d: int) -> float:
