@@ -57,8 +57,8 @@ def _api_base(name: str) -> inv.Observation:
     return obs
 
 
-API_NAMES = ["stable_histogram", "stable_histogram add_remove", "laplace_histogram", "private_mean",
-             "private_kmeans", "friendly (ball)"]
+API_NAMES = ["stable_histogram", "stable_histogram add_remove", "stable_histogram units", "laplace_histogram",
+             "private_mean", "private_kmeans", "friendly (ball)"]
 
 
 def test_api_case_names_are_all_covered() -> None:
