@@ -156,7 +156,8 @@ def test_default_parts_rule():
 def test_recovers_well_separated_centers(offset):
     seed = SEED + offset
     print(f"seed={seed}")
-    rel = K.private_kmeans(clusters(5000, seed), 3, epsilon=1.0, delta=1e-6, rng=seed)
+    rel = K.private_kmeans(clusters(5000, seed), 3, epsilon=1.0, delta=1e-6, rng=seed,
+                           strategy="aggregate")
     assert rel.ok, f"seed={seed}"
     assert rel.epsilon <= 1.0 and rel.delta <= 1e-6 and not rel.secure
     err = center_error(rel.centers)
@@ -248,10 +249,10 @@ def test_lloyd_step_with_rows_exactly_on_their_centers(monkeypatch):
     assert out.shape == (2, 1) and np.isfinite(out).all()
 
     radii = []
-    real_sum = K._clipped_integer_sum
+    real_sum = K.cluster_integer_sums
     monkeypatch.setattr(K, "discrete_laplace", lambda scale, size, rng: np.zeros(size, dtype=np.int64))
-    monkeypatch.setattr(K, "_clipped_integer_sum",
-                        lambda rows, center, radius, *a, **kw: radii.append(radius) or real_sum(rows, center, radius, *a, **kw))
+    monkeypatch.setattr(K, "cluster_integer_sums",
+                        lambda x, label, refs, r, *a: radii.extend(r.tolist()) or real_sum(x, label, refs, r, *a))
     K._lloyd_step(x, np.array([[0.0], [10.0]]), 5.0, plan, np.random.default_rng(1))
     innermost = 5.0 * 2.0 ** (-(K.HIST_BINS - 1) / 2)
     assert radii == [innermost, innermost]

@@ -67,8 +67,9 @@ def kmeans(
 ) -> None:
     """Differentially private k-means centers of the COLUMNS of FILE (CSV with a header, or Parquet).
 
-    Sample and aggregate: k-means++ on random parts, FriendlyCore agrees on the tuples of centers,
-    then private Lloyd steps; ⊥ ("ok": false) when too few parts agree. Rows with a missing or
+    Without --radius: a private grid coreset, k-means on it, then private Lloyd steps; with
+    --radius: sample and aggregate (k-means++ on random parts, FriendlyCore agrees on the tuples
+    of centers, then private Lloyd steps). ⊥ ("ok": false, with a reason) when too few rows. Rows with a missing or
     non-numeric value are dropped (data, not errors). Add/remove neighbours.
     """
     from ..engines.duckdb_numeric import read_numeric_columns
@@ -98,14 +99,23 @@ def kmeans(
         "k": k,
         "secure": bool(release.secure),
         "reason": release.reason,
+        "strategy": release.strategy,
+        "cell_side": None if release.cell_side is None else float(release.cell_side),
+        "coreset_size": int(release.coreset_size),
+        "n_hat": None if release.n_hat is None else int(release.n_hat),
     }
     if as_json:
         sys.stdout.write(dumps({**payload, **_guard.charge_fields()}, finite=True) + "\n")
     else:
         click.echo(f"private k-means of {visible(file.name)} · columns {visible(', '.join(cols))} · k = {k}")
         click.echo(f"guarantee   ε = {release.epsilon:.4g}, δ = {release.delta:.3g} (add/remove neighbours)")
-        click.echo(f"radius      {'—' if release.radius is None else f'{release.radius:.4g}'}"
-                   f"{' (given)' if r is not None else ' (chosen privately)'}")
+        if release.strategy == "coreset":
+            side = "—" if release.cell_side is None else f"{release.cell_side:.4g}"
+            click.echo(f"strategy    coreset · cell side {side} (chosen privately) · "
+                       f"{release.coreset_size} cells · n̂ = {release.n_hat}")
+        else:
+            click.echo(f"radius      {'—' if release.radius is None else f'{release.radius:.4g}'}"
+                       f"{' (given)' if r is not None else ' (chosen privately)'}")
         if centers is None:
             click.echo(f"result      ⊥: {release.reason}; nothing more is released")
         else:

@@ -60,11 +60,11 @@ from .filter import keep_probabilities
 from .mean import (
     M_MIN,
     SUM_BITS,
+    _SUM_ROWS,
     _anchored_mean,
     _finite,
     _check_points,
     _check_radius,
-    _clipped_integer_sum,
     _exact_grid,
     _float_down,
     _float_up,
@@ -76,6 +76,7 @@ from .mean import (
     dlap_tail_shift,
     rho_for,
 )
+from . import mean as _mean_module
 from .predicates import TupleMatch, squared_distance
 from .radius import grid_radii
 
@@ -254,7 +255,17 @@ class KMeansRelease:
         The number of parts ``t`` (0 when ⊥ before the split).
     reason : str or None
         Why the output is ⊥ (None when ``ok``), from public parameters and released values
-        only (the noisy count ``n̂``, the number of parts, the noisy core size ``m̂``).
+        only (the noisy count ``n̂``, the number of parts, the noisy core size ``m̂``, the
+        released cell side).
+    strategy : {"coreset", "aggregate"}
+        The strategy used (:func:`private_kmeans`).
+    cell_side : float or None
+        Coreset strategy: the privately chosen grid cell side (in the projected space when
+        ``d > D_CORE``); None otherwise.
+    coreset_size : int
+        Coreset strategy: the number of released (kept) grid cells.
+    n_hat : int or None
+        The released noisy count of the rows.
     """
 
     ok: bool
@@ -266,6 +277,10 @@ class KMeansRelease:
     privacy_loss: PrivacyLoss
     parts: int = 0
     reason: str | None = None
+    strategy: str = "aggregate"
+    cell_side: float | None = None
+    coreset_size: int = 0
+    n_hat: int | None = None
 
 
 def default_parts(n_hat: int, k: int, d: int) -> int:
@@ -486,8 +501,6 @@ def _lloyd_step(x: np.ndarray, centers: np.ndarray, r_max: float, plan: KMeansPl
     """
     k, d = centers.shape
     label = _nearest(x, centers)
-    order = np.argsort(label, kind="stable")
-    bounds = np.searchsorted(label[order], np.arange(k + 1))
     dist = np.empty(x.shape[0])
     for s in range(0, x.shape[0], _ROWS):
         y = x[s:s + _ROWS] - centers[label[s:s + _ROWS]]
@@ -505,8 +518,7 @@ def _lloyd_step(x: np.ndarray, centers: np.ndarray, r_max: float, plan: KMeansPl
     # Exact integer sums of the unit terms on the grid h = 2^-SUM_BITS, then exactly rescaled to the
     # release grid (exponent chosen as before): one row changes one cluster's d coordinates.
     e_h = -SUM_BITS
-    sums = np.concatenate([_clipped_integer_sum(x[order[bounds[c]:bounds[c + 1]]], centers[c],
-                                                radii[c], e_h, unit=radii[c]) for c in range(k)])
+    sums = cluster_integer_sums(x, label, centers, radii, e_h).reshape(-1)  # all clusters at once
     sigma = 1.0 / math.sqrt(2.0 * float(plan.rho_lloyd_sum)) * _SAFETY
     e = gaussian_exponent(_SAFETY, sigma, k * d)
     root_d = _sqrt_up(d)
@@ -525,6 +537,9 @@ def _check_k(where: str, k: Any) -> int:
     return check_positive_int(where, "k", k, 1, 1000)
 
 
+STRATEGIES = ("auto", "coreset", "aggregate")
+
+
 def private_kmeans(
     points: Any,
     k: int,
@@ -536,12 +551,27 @@ def private_kmeans(
     ledger: Any = None,
     parts: int | None = None,
     n_init: int = 2,
+    strategy: str = "auto",
 ) -> KMeansRelease:
     """Differentially private k-means centers, with no prior bound on where the data lie.
 
-    Sample and aggregate (module docstring): k-means++ on random parts, FriendlyCore on the
-    tuples of centers with :func:`~privagg.friendlycore.predicates.tuple_match`, aligned friendly
-    averaging, then private Lloyd steps on all rows.
+    Two strategies (``docs/proofs/kmeans.md``):
+
+    * ``"coreset"`` (the default): a private coreset — a stable histogram of the cells of a
+      randomly shifted grid (after a random projection to ``D_CORE`` columns when ``d >
+      D_CORE``), the cell side chosen by a noisy binary search — then non-private k-means++ on the
+      released weighted cells, then ``CORESET_STEPS`` private Lloyd steps on all rows (all
+      clusters at once; for ``d > D_CORE`` the first step is anchored at a global
+      :func:`privagg.private_mean`). Works on overlapping clusters; ⊥ only when the noisy count
+      ``n̂`` is below ``max(N_FLOOR, N_PER_CENTER·k·T)`` (T the coreset threshold, public), or
+      when no cell reaches T.
+    * ``"aggregate"``: sample and aggregate — k-means++ on random parts, FriendlyCore on the
+      tuples of centers with :func:`~privagg.friendlycore.predicates.tuple_match`, aligned
+      friendly averaging, then private Lloyd steps. Needs clusters more than 6r apart (⊥ on most
+      real data) and is slower; on such well-separated data it is as accurate as the coreset.
+
+    ``"auto"`` picks ``"aggregate"`` when ``radius`` or ``parts`` is given (they are its
+    parameters) and ``"coreset"`` otherwise: a function of public arguments only.
 
     Parameters
     ----------
@@ -557,36 +587,39 @@ def private_kmeans(
     delta : float
         δ in [2⁻⁹⁰⁰, 1).
     radius : float, optional
-        Tuple radius r: per-part centers of one cluster lie within r of each other, clusters are
-        more than 6r apart. ``None``: chosen privately on the grid ``2^{j/4}`` (ε/10).
+        ``"aggregate"`` only: tuple radius r (per-part centers of one cluster lie within r of each
+        other, clusters are more than 6r apart). ``None``: chosen privately on the grid
+        ``2^{j/4}`` (ε/10).
     rng : None, int, SeedSequence or Generator
         ``None``: the secure generator.
     ledger : privagg.accounting.Ledger, optional
         Charged ``release.privacy_loss`` after validation, before any noise is drawn.
     parts : int, optional
-        Number of parts ``t`` (public, >= 20); ``None``: :func:`default_parts` of ``n̂``.
+        ``"aggregate"`` only: number of parts ``t`` (public, >= 20); ``None``:
+        :func:`default_parts` of ``n̂``.
     n_init : int
-        scikit-learn ``n_init`` per part (1 to 10).
+        ``"aggregate"`` only: scikit-learn ``n_init`` per part (1 to 10).
+    strategy : {"auto", "coreset", "aggregate"}
 
     Returns
     -------
     KMeansRelease
-        ``ok=False, centers=None`` is ⊥ (too few rows, or too few parts agree); ``reason`` says
-        which, from released values only.
+        ``ok=False, centers=None`` is ⊥; ``reason`` says why, from released values only.
 
     Raises
     ------
     ParameterError
-        Bad shape or dtype of ``points``, k, ε, δ, radius, parts, n_init, rng. Never because of a
-        value in the data.
+        Bad shape or dtype of ``points``, k, ε, δ, radius, parts, n_init, strategy, rng (also
+        ``radius``/``parts`` with ``strategy="coreset"``). Never because of a value in the data.
     BudgetExceededError
         From ``ledger``; nothing is released.
 
     Privacy
     -------
-    Add/remove one row. (ε', δ')-DP with ε' = ε_n + ε_sel + ε_agg + s(ε_lc + ε_ls) <= ε and
-    δ' = δ_agg + s·δ_ls <= δ (:func:`kmeans_plan`; proof ``docs/proofs/kmeans.md``). Public: d, k,
-    ε, δ, the radius when given, ``parts`` when given, ``n_init``.
+    Add/remove one row. ``"aggregate"``: (ε', δ')-DP with ε' = ε_n + ε_sel + ε_agg + s(ε_lc +
+    ε_ls) <= ε and δ' = δ_agg + s·δ_ls <= δ (:func:`kmeans_plan`). ``"coreset"``: the
+    composition of :func:`coreset_plan` (<= (ε, δ)). Proofs ``docs/proofs/kmeans.md``. Public: d,
+    k, ε, δ, the strategy, the radius and ``parts`` when given, ``n_init``.
 
     Examples
     --------
@@ -595,15 +628,25 @@ def private_kmeans(
     >>> truth = np.array([[0.0, 0.0], [100.0, 0.0], [0.0, 100.0]])
     >>> x = (truth[:, None, :] + g.normal(size=(3, 4000, 2))).reshape(-1, 2)
     >>> rel = private_kmeans(x, 3, epsilon=1.0, delta=1e-6, rng=1)
-    >>> rel.ok, bool(np.abs(rel.centers - truth[np.lexsort(truth.T[::-1])]).max() < 1.0)
-    (True, True)
+    >>> rel.ok, rel.strategy, bool(np.abs(rel.centers - truth[np.lexsort(truth.T[::-1])]).max() < 1.0)
+    (True, 'coreset', True)
     """
-    return _private_kmeans(points, k, epsilon, delta, radius, rng, ledger, parts, n_init)
+    return _private_kmeans(points, k, epsilon, delta, radius, rng, ledger, parts, n_init, strategy)
+
+
+def _check_strategy(where: str, strategy: Any, radius: Any, parts: Any) -> str:
+    if not isinstance(strategy, str) or strategy not in STRATEGIES:
+        raise fail(where, "strategy", "one of " + ", ".join(STRATEGIES), strategy)
+    if strategy == "auto":
+        return "aggregate" if radius is not None or parts is not None else "coreset"
+    if strategy == "coreset" and (radius is not None or parts is not None):
+        raise fail(where, "strategy", "'aggregate' or 'auto' when radius or parts is given", strategy)
+    return strategy
 
 
 @quiet_numerics
 def _private_kmeans(points: Any, k: Any, epsilon: Any, delta: Any, radius: Any, rng: Any,
-                    ledger: Any, parts: Any, n_init: Any) -> KMeansRelease:
+                    ledger: Any, parts: Any, n_init: Any, strategy: Any = "auto") -> KMeansRelease:
     where = "private_kmeans"
     x = _check_points(where, points)
     if x.shape[1] > 2**20:
@@ -613,19 +656,23 @@ def _private_kmeans(points: Any, k: Any, epsilon: Any, delta: Any, radius: Any, 
     if parts is not None:
         check_positive_int(where, "parts", parts, T_MIN, 100_000)
     check_positive_int(where, "n_init", n_init, 1, 10)
+    chosen = _check_strategy(where, strategy, r, parts)
+    if chosen == "coreset":
+        return _private_kmeans_coreset(x, kk, epsilon, delta, rng, ledger)
     plan = kmeans_plan(epsilon, delta, select_radius=r is None, where=where)
     gen, secure = resolve_rng(rng, where)
     loss = plan.privacy_loss
     eps_out, delta_out = float(loss.epsilon), float(loss.delta)
     if ledger is not None:
         ledger.charge(loss, mechanism=where, parameters={**plan.public_parameters(), "k": kk,
-                      "radius": r, "parts": parts, "d": int(x.shape[1])})
+                      "radius": r, "parts": parts, "d": int(x.shape[1]), "strategy": "aggregate"})
     d = x.shape[1]
+    n_hat = x.shape[0] + int(discrete_laplace(1 / plan.eps_count, rng=gen))
 
     def bottom(used: float | None, t: int, reason: str) -> KMeansRelease:
-        return KMeansRelease(False, None, eps_out, delta_out, used, secure, loss, t, reason)
+        return KMeansRelease(False, None, eps_out, delta_out, used, secure, loss, t, reason,
+                             n_hat=n_hat)
 
-    n_hat = x.shape[0] + int(discrete_laplace(1 / plan.eps_count, rng=gen))
     t = int(parts) if parts is not None else default_parts(max(n_hat, 0), kk, d)
     if t < T_MIN:
         return bottom(r, 0, f"too few rows for {T_MIN} parts of {ROWS_PER_CLUSTER}·k rows "
@@ -637,9 +684,477 @@ def _private_kmeans(points: Any, k: Any, epsilon: Any, delta: Any, radius: Any, 
     if centers is None:
         return bottom(r, t, f"too few of the {t} parts agree on the centers (noisy core size "
                             f"m̂ = {m_hat}, needs m̂ >= {M_MIN + plan.core_count_shift} and a "
-                            f"finite core; noisy count n̂ = {n_hat})")
+                            f"finite core; noisy count n̂ = {n_hat}; clusters closer than 6r "
+                            "apart never agree: try strategy='coreset')")
     for _ in range(plan.steps):
         big_r = clip_radius(centers, r, max(n_hat, 1) / t)
         centers = _lloyd_step(x, centers, big_r, plan, gen)
     centers = centers[np.lexsort(centers.T[::-1])]
-    return KMeansRelease(True, centers, eps_out, delta_out, r, secure, loss, t)
+    return KMeansRelease(True, centers, eps_out, delta_out, r, secure, loss, t, n_hat=n_hat)
+
+
+def _private_kmeans_coreset(x: np.ndarray, k: int, epsilon: Any, delta: Any, rng: Any,
+                            ledger: Any) -> KMeansRelease:
+    where = "private_kmeans"
+    d = x.shape[1]
+    plan = coreset_plan(epsilon, delta, d, where=where)
+    gen, secure = resolve_rng(rng, where)
+    loss = plan.privacy_loss
+    eps_out, delta_out = float(loss.epsilon), float(loss.delta)
+    if ledger is not None:
+        ledger.charge(loss, mechanism=where, parameters={**plan.public_parameters(), "k": k,
+                      "d": int(d)})
+    n_hat = x.shape[0] + int(discrete_laplace(1 / plan.eps_count, rng=gen))
+    need = plan.min_rows(k)
+
+    def release(centers: np.ndarray | None, reason: str | None, side: float | None = None,
+                size: int = 0) -> KMeansRelease:
+        if centers is not None:
+            centers = centers[np.lexsort(centers.T[::-1])]
+        return KMeansRelease(centers is not None, centers, eps_out, delta_out, None, secure, loss,
+                             0, reason, "coreset", side, size, n_hat)
+
+    if n_hat < need:
+        return release(None, f"n̂ = {n_hat} is below the {need} rows needed for k = {k} at this ε "
+                             f"and δ (max({N_FLOOR}, {N_PER_CENTER}·k·T) with coreset threshold "
+                             f"T = {plan.threshold})")
+    centers, reason, side, size = _coreset_kmeans(x, k, plan, n_hat, gen)
+    return release(centers, reason, side, size)
+
+# ============================================================== the coreset strategy (default)
+#: Rows of more than D_CORE columns are projected to D_PROJ columns (JL) for the coreset.
+D_CORE = 10
+D_PROJ = 8
+#: Cell sides searched: ``w_j = 2^{j/4}``, ``j = LEVEL_LO … LEVEL_HI`` (2⁻¹⁰⁰ … 2¹⁰⁰).
+LEVEL_LO, LEVEL_HI = -400, 400
+#: Noisy comparisons of the binary search over the levels (2^10 >= 801 levels).
+LEVEL_STEPS = 10
+#: The search finds the least level ``j0`` whose heavy cells hold (beyond T each) LEVEL_MASS of
+#: n̂; the side used is then picked among ``j0 − PICK_WINDOW, j0 − PICK_WINDOW + 2, …, j0`` by
+#: report-noisy-max of the number of cells with at least T rows.
+LEVEL_MASS = Fraction(1, 2)
+PICK_WINDOW = 16
+#: Private Lloyd steps of the coreset strategy, and their shares of the sums' ρ.
+CORESET_STEPS = 3
+_STEP_WEIGHTS = (Fraction(1, 4), Fraction(1, 4), Fraction(1, 2))
+#: Clip radius of a cluster: the CLIP_QUANTILE weighted quantile of its coreset cells'
+#: distances to the step's reference (plus half a cell diagonal).
+CLIP_QUANTILE = 0.99
+#: ⊥ below ``n̂ < N_PER_CENTER·k·T`` (T the coreset threshold) or ``n̂ < N_FLOOR``.
+N_PER_CENTER = 4
+N_FLOOR = 200
+#: k-means++ restarts of the non-private k-means on the released coreset.
+CORESET_N_INIT = 4
+_C_SHARE_COUNT = Fraction(1, 40)
+_C_SHARE_LEVEL = Fraction(1, 20)
+_C_SHARE_PICK = Fraction(1, 10)
+_C_SHARE_CORE = Fraction(1, 5)
+_C_SHARE_ANCHOR = Fraction(1, 20)  # projected only: coordinate modes (step 1's reference)
+_C_SHARE_STEP_COUNT = Fraction(1, 40)  # per step
+_C_DELTA_CORE = Fraction(1, 4)
+_C_DELTA_ANCHOR = Fraction(1, 8)
+_HASH_LIMIT = 2.0**52  # a row with |cell coordinate| >= this at a level is in no cell there
+
+
+@dataclass(frozen=True)
+class CoresetPlan:
+    """Every public scale of the coreset strategy of :func:`private_kmeans` (no data).
+
+    Attributes
+    ----------
+    projected : bool
+        ``d > D_CORE``: the coreset is built on a random projection to ``D_CORE`` columns and a
+        global private mean (:func:`privagg.private_mean`) anchors the first Lloyd step.
+    eps_count : Fraction
+        ε of ``n̂``.
+    eps_level : Fraction
+        The ``LEVEL_STEPS`` noisy comparisons of the cell-side search together (each
+        discrete Laplace of scale ``LEVEL_STEPS/eps_level``, sensitivity 1).
+    eps_pick : Fraction
+        Report-noisy-max of the side among the window (discrete Laplace ``2/eps_pick``).
+    eps_core, delta_core : Fraction
+        The coreset: a stable histogram of grid cells (discrete Laplace ``1/eps_core``,
+        threshold ``threshold``).
+    threshold : int
+        Least integer ``T >= 1`` with ``P[DLap(1/eps_core) >= T − 1] <= delta_core``.
+    rho_anchor, anchor_threshold, eps_anchor, delta_anchor
+        Projected only: the coordinate-mode anchor, a Gaussian stable histogram of the ``(column,
+        bin)`` cells (discrete Gaussian of variance ``d/(2ρ)``, ℓ2 sensitivity ``√d``, cells kept
+        when ``>= anchor_threshold``), ``(eps_anchor, delta_anchor)``-DP (§10); zeros otherwise.
+    eps_step_count : Fraction
+        Per Lloyd step, the noisy cluster sizes (ℓ1 sensitivity 1).
+    rho_steps : tuple of Fraction
+        Per Lloyd step, the ρ of the clipped sums (discrete Gaussian); together ρ_sum-zCDP.
+    eps_sum, delta_sum : Fraction
+        ``zcdp_to_epsilon(Σ rho_steps, delta_sum)``.
+    """
+
+    projected: bool
+    eps_count: Fraction
+    eps_level: Fraction
+    eps_pick: Fraction
+    eps_core: Fraction
+    delta_core: Fraction
+    threshold: int
+    rho_anchor: Fraction
+    anchor_threshold: int
+    eps_anchor: Fraction
+    delta_anchor: Fraction
+    eps_step_count: Fraction
+    rho_steps: tuple[Fraction, ...]
+    eps_sum: Fraction
+    delta_sum: Fraction
+
+    @property
+    def steps(self) -> int:
+        return len(self.rho_steps)
+
+    @property
+    def privacy_loss(self) -> PrivacyLoss:
+        """End-to-end (ε, δ): basic composition of the pure and (ε, δ) parts; the sums compose in
+        zCDP and are converted once (docs/proofs/kmeans.md §10)."""
+        eps = (self.eps_count + self.eps_level + self.eps_pick + self.eps_core + self.eps_anchor
+               + self.steps * self.eps_step_count + self.eps_sum)
+        return PrivacyLoss.approx(eps, self.delta_core + self.delta_anchor + self.delta_sum)
+
+    def min_rows(self, k: int) -> int:
+        """The public size below which the release is ⊥: ``max(N_FLOOR, N_PER_CENTER·k·T)``."""
+        return max(N_FLOOR, N_PER_CENTER * k * self.threshold)
+
+    def public_parameters(self) -> dict[str, Any]:
+        return {"strategy": "coreset", "projected": self.projected,
+                "eps_count": float(self.eps_count), "eps_level": float(self.eps_level),
+                "eps_pick": float(self.eps_pick),
+                "eps_core": float(self.eps_core), "threshold": self.threshold,
+                "eps_anchor": float(self.eps_anchor),
+                "steps": self.steps, "eps_sum": float(self.eps_sum)}
+
+
+def coreset_plan(epsilon: Any, delta: Any, d: int, *, where: str = "private_kmeans") -> CoresetPlan:
+    """Split (ε, δ) between the steps of the coreset strategy (public only).
+
+    Shares (``_C_SHARE_*``): ε_n = ε/40, the cell-side search ε/20 and pick ε/10, the coreset histogram ε/5
+    with δ/4, for ``d > D_CORE`` the coordinate-mode anchor ε/20 with δ/8, per Lloyd step ε/40 for
+    the cluster sizes; the clipped sums get the rest of ε and of δ as one ρ (certified by
+    :func:`~privagg.friendlycore.mean.rho_for`), split 1/4 : 1/4 : 1/2 between the three steps.
+    """
+    eps = check_epsilon_floor(where, epsilon)
+    dlt = check_delta_floor(where, delta)
+    return _coreset_plan(eps, dlt, d if d > D_CORE else 0)
+
+
+@functools.lru_cache(maxsize=64)
+def _coreset_plan(eps: Fraction, dlt: Fraction, d_proj: int) -> CoresetPlan:
+    """``d_proj``: the number of columns when projected, else 0."""
+    from ..noise.distributions import DiscreteGaussian, DiscreteLaplace
+
+    e_n = eps * _C_SHARE_COUNT
+    e_lv = eps * _C_SHARE_LEVEL
+    e_pk = eps * _C_SHARE_PICK
+    e_core = eps * _C_SHARE_CORE
+    d_core = dlt * _C_DELTA_CORE
+    threshold = max(1, 1 + DiscreteLaplace(1 / e_core).upper_quantile(float(_float_down(d_core))))
+    used_e, used_d = e_n + e_lv + e_pk + e_core, d_core
+    rho_a, t_a, e_a, d_a = Fraction(0), 0, Fraction(0), Fraction(0)
+    if d_proj:
+        # δ_a = δ_g + e^{ε_g}·δ_new (§10): δ_g = δ_new = δ_A/4 keeps it below δ_A for ε_g <= 1.09
+        d_g = dlt * _C_DELTA_ANCHOR / 4
+        rho_a = rho_for(eps * _C_SHARE_ANCHOR, d_g)
+        e_a = zcdp_to_epsilon(rho_a, d_g)
+        d_new = dlt * _C_DELTA_ANCHOR / 2 / (1 + _exp_up(e_a))
+        sigma2 = Fraction(d_proj) / (2 * rho_a)
+        # d new cells, each passes with P[Z >= T − 1] <= δ_new/d
+        t_a = max(1, 1 + DiscreteGaussian(sigma2).upper_quantile(float(_float_down(d_new / d_proj))))
+        d_a = d_g + _exp_up(e_a) * d_new
+        used_e += e_a
+        used_d += d_a
+    e_sc = eps * _C_SHARE_STEP_COUNT
+    used_e += CORESET_STEPS * e_sc
+    e_sum_target, d_sum = eps - used_e, dlt - used_d
+    rho = rho_for(e_sum_target, d_sum)
+    rhos = tuple(rho * w for w in _STEP_WEIGHTS)
+    e_sum = zcdp_to_epsilon(sum(rhos, Fraction(0)), d_sum)
+    return CoresetPlan(bool(d_proj), e_n, e_lv, e_pk, e_core, d_core, threshold, rho_a, t_a, e_a, d_a,
+                       e_sc, rhos, e_sum, d_sum)
+
+
+def _anchor(x: np.ndarray, width: float, plan: CoresetPlan, gen: np.random.Generator) -> np.ndarray | None:
+    """Coordinate modes: every row adds one to the cell ``(j, floor(x_ij/width − u_j))`` of each
+    column ``j`` (``u`` public uniform shifts); every occupied cell gets discrete Gaussian noise
+    of variance ``d/(2ρ_a)`` and is kept when ``>= anchor_threshold`` (a Gaussian stable
+    histogram, §10); per column the center of its kept cell of largest noisy count. None when a
+    column keeps no cell."""
+    from ..noise.samplers import discrete_gaussian
+
+    n, d = x.shape
+    u = gen.random(d)
+    z = np.floor(x / width - u)
+    z = np.where(np.abs(z) < _HASH_LIMIT, z, np.copysign(_HASH_LIMIT, z))  # far rows: an end cell
+    zs = np.sort(z, axis=0)
+    new = np.ones_like(zs, dtype=bool)
+    new[1:] = zs[1:] != zs[:-1]
+    starts = np.flatnonzero(new.T.reshape(-1))  # column-major: cells of column 0 first
+    flat_new = new.T.reshape(-1)
+    col = np.repeat(np.arange(d), new.sum(axis=0))
+    vals = zs.T.reshape(-1)[flat_new]
+    counts = np.diff(np.append(starts, n * d))
+    noisy = counts + discrete_gaussian(Fraction(d) / (2 * plan.rho_anchor), size=counts.size, rng=gen)
+    keep = noisy >= plan.anchor_threshold
+    if not np.isin(np.arange(d), col[keep]).all():
+        return None
+    score = np.where(keep, noisy, np.iinfo(np.int64).min)
+    order = np.lexsort((-score, col))  # per column, the largest noisy count first
+    first = order[np.searchsorted(col[order], np.arange(d))]
+    return (vals[first] + u + 0.5) * width
+
+
+def _level_side(j: int) -> float:
+    return 2.0 ** (j / 4.0)
+
+
+def _cell_coordinates(y: np.ndarray, shift: np.ndarray, side: float) -> tuple[np.ndarray, np.ndarray]:
+    """Integer cell coordinates ``floor(y/side − shift)`` (as float64) and the rows that have a
+    cell at this side (every coordinate below ``2^52`` in magnitude, finite)."""
+    z = np.floor(y / side - shift)
+    ok = (np.abs(z) < _HASH_LIMIT).all(axis=1)
+    return z, ok
+
+
+def _hashed_counts(z: np.ndarray, ok: np.ndarray, mult: np.ndarray) -> np.ndarray:
+    """Counts of the hashed cells (a deterministic function of each row: one row adds one to one
+    bucket; a collision merges buckets, which only costs utility)."""
+    zi = z[ok].astype(np.int64).view(np.uint64)
+    h = (zi * mult).sum(axis=1, dtype=np.uint64)  # wraps modulo 2^64
+    h.sort()
+    if h.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.concatenate(([True], h[1:] != h[:-1])))
+    return np.diff(np.append(starts, h.size))
+
+
+def _level_score(y: np.ndarray, shift: np.ndarray, j: int, mult: np.ndarray, threshold: int) -> int:
+    """``f_j = Σ_cells max(count − T, 0)`` at side ``w_j``: one row changes it by at most 1."""
+    z, ok = _cell_coordinates(y, shift, _level_side(j))
+    counts = _hashed_counts(z, ok, mult)
+    return int(np.maximum(counts - threshold, 0).sum())
+
+
+def _search_level(y: np.ndarray, shift: np.ndarray, mult: np.ndarray, n_hat: int, plan: CoresetPlan,
+                  gen: np.random.Generator) -> int:
+    """Noisy binary search for the least level ``j`` with ``f_j >= LEVEL_MASS·n̂``: exactly
+    ``LEVEL_STEPS`` comparisons, each of ``f_j + DLap(LEVEL_STEPS/eps_level)`` (ε_level-DP)."""
+    lo, hi = LEVEL_LO, LEVEL_HI
+    target = LEVEL_MASS * n_hat
+    noise = discrete_laplace(Fraction(LEVEL_STEPS) / plan.eps_level, size=LEVEL_STEPS, rng=gen)
+    for i in range(LEVEL_STEPS):
+        mid = (lo + hi) // 2
+        if _level_score(y, shift, mid, mult, plan.threshold) + int(noise[i]) >= target:
+            hi = mid
+        else:
+            lo = min(mid + 1, hi)
+    return hi
+
+
+def _heavy_cells(y: np.ndarray, shift: np.ndarray, j: int, mult: np.ndarray, threshold: int) -> int:
+    """The number of (hashed) cells with at least T rows at side ``w_j``: one row changes it by
+    at most 1."""
+    z, ok = _cell_coordinates(y, shift, _level_side(j))
+    return int((_hashed_counts(z, ok, mult) >= threshold).sum())
+
+
+def _pick_level(y: np.ndarray, shift: np.ndarray, mult: np.ndarray, j0: int, k: int,
+                plan: CoresetPlan, gen: np.random.Generator) -> int:
+    """Report-noisy-max (discrete Laplace ``2/eps_pick``, ties to the larger side) of the number
+    of heavy cells over the public window ``j0 − PICK_WINDOW … j0`` (step 2): eps_pick-DP. When
+    the winner's noisy score is below ``max(2k, 4·(2/eps_pick)·ln(#levels))`` (the scores are
+    then mostly noise) ``j0`` is used instead (post-processing)."""
+    levels = np.arange(max(LEVEL_LO, j0 - PICK_WINDOW), j0 + 1, 2)[::-1]
+    if levels[0] != j0:
+        levels = np.concatenate(([j0], levels))
+    scores = np.array([_heavy_cells(y, shift, int(j), mult, plan.threshold) for j in levels])
+    scale = 2 / plan.eps_pick
+    noisy = scores + discrete_laplace(scale, size=levels.size, rng=gen)
+    best = int(np.argmax(noisy))
+    if noisy[best] < max(2 * k, 4 * float(scale) * math.log(levels.size)):
+        return j0
+    return int(levels[best])
+
+
+def _coreset(y: np.ndarray, shift: np.ndarray, side: float, plan: CoresetPlan,
+             gen: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Stable histogram of the cells at ``side``: every occupied cell's count plus
+    ``DLap(1/eps_core)``, kept when ``>= T``. Returns the kept cells' centers (in ``y``'s space)
+    and their noisy counts (the weights)."""
+    z, ok = _cell_coordinates(y, shift, side)
+    z = z[ok]
+    if z.shape[0] == 0:
+        return np.zeros((0, y.shape[1])), np.zeros(0)
+    order = np.lexsort(z.T[::-1])
+    zs = z[order]
+    new = np.concatenate(([True], (zs[1:] != zs[:-1]).any(axis=1)))
+    starts = np.flatnonzero(new)
+    counts = np.diff(np.append(starts, zs.shape[0]))
+    noisy = counts + discrete_laplace(1 / plan.eps_core, size=counts.size, rng=gen)
+    keep = noisy >= plan.threshold
+    cells = zs[starts[keep]]
+    return (cells + shift + 0.5) * side, noisy[keep].astype(np.float64)
+
+
+def _weighted_kmeans(points: np.ndarray, weights: np.ndarray, k: int, seed: int) -> np.ndarray:
+    """Non-private k-means++ (scikit-learn) on the released coreset (post-processing); fewer
+    cells than k: the cells are repeated (duplicate centers)."""
+    from sklearn.cluster import KMeans
+    from threadpoolctl import threadpool_limits
+
+    if points.shape[0] <= k:
+        return np.resize(points, (k, points.shape[1]))
+    with warnings.catch_warnings(), threadpool_limits(1):
+        warnings.simplefilter("ignore")
+        km = KMeans(k, init="k-means++", n_init=CORESET_N_INIT, random_state=seed)
+        return km.fit(points, sample_weight=weights).cluster_centers_
+
+
+def _coreset_radii(cells: np.ndarray, weights: np.ndarray, cell_label: np.ndarray,
+                   ref_proj: np.ndarray, side: float) -> np.ndarray:
+    """Per cluster, the CLIP_QUANTILE weighted quantile of its coreset cells' distances to the
+    (projected) reference plus half a cell diagonal; a cluster with no cell gets the largest
+    radius of the others (post-processing of released values only)."""
+    k = ref_proj.shape[0]
+    dist = np.sqrt(((cells - ref_proj[cell_label]) ** 2).sum(axis=1)) + side * math.sqrt(cells.shape[1]) / 2
+    order = np.lexsort((dist, cell_label))
+    lab, dis, wts = cell_label[order], dist[order], weights[order]
+    bounds = np.searchsorted(lab, np.arange(k + 1))
+    cum = np.cumsum(wts)
+    base = np.concatenate(([0.0], cum))[bounds[:-1]]
+    total = np.concatenate(([0.0], cum))[bounds[1:]] - base
+    radii = np.full(k, np.nan)
+    have = total > 0
+    if have.any():
+        # index of the first cell of each cluster whose cumulative weight reaches the quantile
+        goal = base + CLIP_QUANTILE * total
+        idx = np.searchsorted(cum, goal[have], side="left")
+        idx = np.minimum(np.maximum(idx, bounds[:-1][have]), bounds[1:][have] - 1)
+        radii[have] = dis[idx]
+    fallback = np.nanmax(radii) if have.any() else side * math.sqrt(cells.shape[1])
+    radii = np.where(np.isfinite(radii), radii, fallback)
+    return np.clip(radii, 2.0**-400, 2.0**1000)
+
+
+def _far_rows(z: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """``keep·z/‖z‖`` for rows whose squared norm overflows, ``z`` already scaled by 1/4."""
+    z = z / np.abs(z).max(axis=1, keepdims=True)
+    return z * (keep / np.sqrt(np.einsum("ij,ij->i", z, z)))[:, None]
+
+
+def cluster_integer_sums(x: np.ndarray, label: np.ndarray, refs: np.ndarray, radii: np.ndarray,
+                         exponent: int) -> np.ndarray:
+    """All clusters at once: ``S_c = Σ_{label_i = c} rint(clip(x_i − refs_c, R_c)/R_c/2^e)``,
+    exactly, as Python integers (object array ``(k, d)``). Every row's term is the term of
+    :func:`~privagg.friendlycore.mean._clipped_integer_sum` with ``unit = R_c`` (norm ``<= 2^{−e}``
+    before rounding); blocks of ``2^14`` rows are summed per cluster with the
+    block's rows sorted by label and ``np.add.reduceat`` (integer-valued float64 partial sums below
+    ``2^53``: exact in any order), blocks are added as Python integers."""
+    n, d = x.shape
+    k = refs.shape[0]
+    margin = 1.0 - _mean_module._clip_margin(d)  # looked up at call time (tests patch it)
+    total = np.zeros((k, d), dtype=np.int64).astype(object)
+    with np.errstate(all="ignore"):
+        for s in range(0, n, _SUM_ROWS):
+            lab = label[s:s + _SUM_ROWS]
+            y = x[s:s + _SUM_ROWS] - refs[lab]
+            keep = radii[lab] * margin
+            norms = np.sqrt(np.einsum("ij,ij->i", y, y))
+            far = ~np.isfinite(norms)
+            if far.any():
+                zf = x[s:s + _SUM_ROWS][far] * 0.25 - refs[lab[far]] * 0.25
+                y[far] = _far_rows(zf, keep[far])
+                norms[far] = keep[far]
+            factor = np.minimum(1.0, keep / np.maximum(norms, np.finfo(float).tiny))
+            y *= np.ldexp(factor / radii[lab], -exponent)[:, None]
+            np.rint(y, out=y)
+            order = np.argsort(lab, kind="stable")
+            ls = lab[order]
+            starts = np.flatnonzero(np.concatenate(([True], ls[1:] != ls[:-1])))
+            part = np.add.reduceat(y[order], starts, axis=0)  # exact: integer-valued, < 2^53
+            total[ls[starts]] += part.astype(np.int64).astype(object)
+    return total
+
+
+def _noisy_step(x: np.ndarray, label: np.ndarray, refs: np.ndarray, radii: np.ndarray,
+                eps_count: Fraction, rho: Fraction, gen: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """One private Lloyd update from public references, labels a function of each row and
+    public values: noisy sizes (``DLap(1/eps_count)``, ℓ1 sensitivity 1) and noisy unit sums
+    (discrete Gaussian, ρ; one row changes one cluster's d coordinates, as in §6.3). Returns the
+    new centers ``refs + R·S̃/count`` (unchanged where the noisy size is below M_MIN) and the
+    noisy sizes."""
+    k, d = refs.shape
+    sizes = np.bincount(label, minlength=k) + discrete_laplace(1 / eps_count, size=k, rng=gen)
+    e_h = -SUM_BITS
+    sums = cluster_integer_sums(x, label, refs, radii, e_h).reshape(-1)
+    sigma = 1.0 / math.sqrt(2.0 * float(rho)) * _SAFETY
+    e = gaussian_exponent(_SAFETY, sigma, k * d)
+    root_d = _sqrt_up(d)
+    sens = ((1 + root_d * Fraction(2) ** e_h / 2) / Fraction(2) ** e + (root_d if e > e_h else 0))
+    noisy = grid_gaussian_integers(rescale_integers(sums, from_exponent=e_h, to_exponent=e),
+                                   exponent=e, l2_sensitivity_grid=sens, rho=rho,
+                                   rng=gen).values.reshape(k, d)
+    moved = sizes >= M_MIN
+    out = refs.copy()
+    out[moved] += noisy[moved] * radii[moved, None] / sizes[moved, None]
+    return _finite(out), sizes
+
+
+def _nearest_plain(y: np.ndarray, centers: np.ndarray) -> np.ndarray:
+    return _nearest(y, centers)
+
+
+def _coreset_kmeans(x: np.ndarray, k: int, plan: CoresetPlan, n_hat: int,
+                    gen: np.random.Generator) -> tuple[np.ndarray | None, str | None, float | None, int]:
+    """The coreset strategy after the count: (centers or None, reason, cell side, coreset size)."""
+    n, d = x.shape
+    if plan.projected:
+        proj = gen.normal(0.0, 1.0 / math.sqrt(D_PROJ), size=(d, D_PROJ))
+        y = _finite(x @ proj)
+    else:
+        proj = None
+        y = x
+    dc = y.shape[1]
+    shift = gen.random(dc)
+    mult = gen.integers(1, 2**63, size=dc, dtype=np.uint64) | np.uint64(1)
+    j = _pick_level(y, shift, mult, _search_level(y, shift, mult, n_hat, plan, gen), k,
+                    plan, gen)
+    side = _level_side(j)
+    cells, weights = _coreset(y, shift, side, plan, gen)
+    if cells.shape[0] == 0:
+        return None, (f"no grid cell of side {side:.4g} holds {plan.threshold} rows (the coreset "
+                      f"threshold; noisy count n̂ = {n_hat})"), side, 0
+    seed = int(gen.integers(0, 2**31 - 1))
+    c_proj = _weighted_kmeans(cells, weights, k, seed)
+    steps = list(plan.rho_steps)
+    if proj is None:
+        centers = c_proj
+        for rho in steps:
+            label = _nearest(x, centers)
+            radii = _coreset_radii(cells, weights, _nearest(cells, centers), centers, side)
+            centers, _ = _noisy_step(x, label, centers, radii, plan.eps_step_count, rho, gen)
+        return centers, None, side, cells.shape[0]
+    # the anchor's bin width: twice the coreset's RMS radius per column (JL keeps norms)
+    wmean = (weights[:, None] * cells).sum(axis=0) / weights.sum()
+    rms = math.sqrt(float((weights * ((cells - wmean) ** 2).sum(axis=1)).sum() / weights.sum()))
+    width = min(max(2.0 * (rms + side) / math.sqrt(d), 2.0**-400), 2.0**1000)
+    mu = _anchor(x, width, plan, gen)
+    if mu is None:
+        return None, (f"a column has no bin of width {width:.4g} with {plan.anchor_threshold} rows "
+                      f"(the anchor's threshold; noisy count n̂ = {n_hat})"), side, cells.shape[0]
+    label_p = _nearest(y, c_proj)
+    cell_label = _nearest(cells, c_proj)
+    refs = np.tile(mu, (k, 1))
+    radii = _coreset_radii(cells, weights, cell_label, _finite(refs @ proj), side)
+    centers, _ = _noisy_step(x, label_p, refs, radii, plan.eps_step_count, steps[0], gen)
+    radii = _coreset_radii(cells, weights, cell_label, _finite(centers @ proj), side)
+    centers, _ = _noisy_step(x, label_p, centers, radii, plan.eps_step_count, steps[1], gen)
+    for rho in steps[2:]:
+        pc = _finite(centers @ proj)
+        radii = _coreset_radii(cells, weights, _nearest(cells, pc), pc, side)
+        centers, _ = _noisy_step(x, _nearest(x, centers), centers, radii, plan.eps_step_count, rho, gen)
+    return centers, None, side, cells.shape[0]
