@@ -355,7 +355,10 @@ def _noise_function(params: StableHistogramParams, randomness: TaskRandomness,
         from privagg.mechanisms.histogram import stable_noise_threshold
 
         context = TaskContext.get()
-        if fault == "first_attempt" and context.attemptNumber() == 0:  # tests: a task that dies
+        if fault is not None and context.attemptNumber() == 0:  # tests: a task that dies once
+            import os
+
+            open(os.path.join(fault, f"failed-{context.partitionId()}"), "w").close()
             raise RuntimeError("privagg test: injected task failure")
         gen = randomness.generator(context.partitionId())
         for batch in batches:
@@ -396,6 +399,12 @@ def noised(counts: DataFrame, params: StableHistogramParams, randomness: TaskRan
     return SparkDataFrame(jdf.mapInArrow(column._jc, False, None), present.sparkSession)
 
 
+def _collect(frame: DataFrame) -> pa.Table:
+    """Evaluate ``frame`` once and bring its rows to the driver (the release's one materialisation)."""
+    with _Quiet():
+        return frame.toArrow()
+
+
 def _persisted_counts(info: SparkColumn, where: str) -> tuple[DataFrame, int]:
     """The grouped counts, persisted on the executors, and n (one job, before any charge)."""
     from pyspark import StorageLevel
@@ -427,8 +436,8 @@ def stable_histogram(
     """:func:`privagg.mechanisms.histogram.stable_histogram` of ``data[column]``, noise in the cluster.
 
     Same parameters, guarantee and release as the local engines (see the module docstring for
-    what runs where). ``_fault="first_attempt"`` (tests only) makes the first attempt of every
-    noise task fail, so that Spark retries it.
+    what runs where). ``_fault`` (tests only): a directory; the first attempt of every noise task
+    writes a marker file there and fails, so that Spark retries it.
     """
     from ..mechanisms.histogram import StableHistogramParams, stable_histogram_from_draw
 
@@ -441,8 +450,7 @@ def stable_histogram(
     counts, n = _persisted_counts(info, where)
     try:
         def draw() -> tuple[np.ndarray, np.ndarray]:
-            with _Quiet():
-                table = noised(counts, params, randomness, fault=_fault).toArrow()  # the one evaluation
+            table = _collect(noised(counts, params, randomness, fault=_fault))  # the one evaluation
             return _keys_to_numpy(table.column("key")), table.column("count").to_numpy().astype(np.int64)
 
         return stable_histogram_from_draw(n, draw, params, rng=gen, secure=secure, ledger=ledger)
