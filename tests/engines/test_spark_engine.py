@@ -276,3 +276,77 @@ def test_date_and_decimal_keys(spark) -> None:
     assert r.keys.tolist() == [datetime.date(2024, 1, 2)] or r.keys.astype(str).tolist() == ["2024-01-02"]
     r = H.stable_histogram(df, column="dec", epsilon=1.0, delta=1e-6, rng=0)
     assert r.keys.tolist() == ["1.50"]  # exact text, as the DuckDB engine
+
+
+# --------------------------------------------------------------------------------------------
+# the command line: privagg histogram --engine spark
+# --------------------------------------------------------------------------------------------
+
+
+def _cli(*args: object):
+    from click.testing import CliRunner
+
+    from privagg.cli.main import cli
+
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def visits(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    keys = ["a"] * 400 + ["b"] * 300 + ["c"] + [None] * 5
+    path = tmp_path_factory.mktemp("cli") / "visits.parquet"
+    pq.write_table(pa.table({"code": pa.array(keys, pa.string())}), path)
+    return path
+
+
+def test_cli_spark_same_output_and_ledger_as_duckdb(spark, visits: Path, tmp_path: Path) -> None:
+    import json
+
+    ledger = tmp_path / "b.db"
+    Ledger.create(ledger, epsilon=10, delta=1e-4).close()
+    common = ("histogram", visits, "--column", "code", "--epsilon", "1", "--delta", "1e-6", "--json",
+              "--ledger", ledger)
+    duck = _cli(*common)
+    sp = _cli(*common, "--engine", "spark", "--spark-conf", "spark.sql.shuffle.partitions=3")
+    assert duck.exit_code == 0 and sp.exit_code == 0, sp.stderr
+    a, b = json.loads(duck.stdout), json.loads(sp.stdout)
+    assert set(a) == set(b) and a["keys"] == b["keys"] == ["a", "b"] and a["n"] == b["n"] == 706
+    assert b["secure"] is True and b["threshold"] == a["threshold"] and b["charged"] == a["charged"]
+    with Ledger(ledger) as opened:
+        charges = opened.charges()
+    assert len(charges) == 2
+    table = _cli("histogram", visits, "--column", "code", "--epsilon", "1", "--domain",
+                 _domain_file(tmp_path), "--engine", "spark", "--ledger", ledger)
+    assert table.exit_code == 0, table.stderr
+    assert "charged ε=1" in table.stderr and "zz" in table.stdout
+
+
+def _domain_file(tmp_path: Path) -> Path:
+    path = tmp_path / "domain.txt"
+    path.write_text("code\na\nb\nzz\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("extra, name", [
+    (("--engine", "spark", "--spark-conf", "novalue"), "spark-conf"),
+    (("--spark-master", "local[2]"), "spark-master"),
+    (("--engine", "spark", "--column", "nope"), "column"),
+    (("--engine", "flink"), "engine"),
+])
+def test_cli_spark_errors_charge_nothing(spark, visits: Path, tmp_path: Path, extra: tuple, name: str) -> None:
+    ledger = tmp_path / "b.db"
+    Ledger.create(ledger, epsilon=10, delta=1e-4).close()
+    args = ["histogram", visits, "--column", "code", "--epsilon", "1", "--delta", "1e-6", "--ledger", ledger]
+    if "--column" in extra:
+        args = args[:2] + args[4:]
+    result = _cli(*args, *extra)
+    assert result.exit_code == 2 and f"'{name}'" in result.stderr
+    with Ledger(ledger) as opened:
+        assert opened.charges() == []
+
+
+def test_cli_spark_refuses_csv(spark, tmp_path: Path) -> None:
+    path = tmp_path / "x.csv"
+    path.write_text("code\na\n", encoding="utf-8")
+    result = _cli("histogram", path, "--column", "code", "--epsilon", "1", "--delta", "1e-6", "--engine", "spark")
+    assert result.exit_code == 2 and "Parquet" in result.stderr
