@@ -21,7 +21,7 @@ demo: $(VENV)/.installed-plot
 	$(VENV)/bin/privagg demo
 
 test: $(VENV)/.installed-test
-	$(PY) -m pytest -n 2 -q
+	$(PY) -m pytest -n 2 --dist loadgroup -q
 
 # Privacy-critical mutations, one at a time on a temporary copy of src/ (never the working tree),
 # each against the tests meant to kill it; fails if one survives (a few minutes; not part of `test`).

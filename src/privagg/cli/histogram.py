@@ -5,7 +5,8 @@ Order of work, so that errors come early and only from public inputs: parameters
 file (cast to the column's type) → the ledger → the GROUP BY count in DuckDB → the mechanism
 (which charges the ledger before drawing noise) → output: the release, the line
 ``charged ε=…, δ=…; left ε=…, δ=…`` (stderr; ``"charged"``/``"budget_left"`` in ``--json``),
-then the plot. The ledger row records the command, the file path and the column.
+then the plot. The ledger row records the command, the file path and the column. With
+``--engine spark`` the same order, counted in Spark (:mod:`privagg.cli._spark`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from ..engines import duckdb as duckdb_engine
 from ..engines.base import Bounding, draw_secret
 from ..engines.duckdb_bounding import DuckDBEngine
 from ..noise.rng import secure_generator
-from . import _guard
+from . import _guard, _spark
 from ._output import literal_text, plot_target, save_figure
 from ._params import csv_dialect, csv_options, number_option
 from ._render import plain_console, print_json, print_table, visible
@@ -36,7 +37,7 @@ DEFAULT_BETA = 0.05
 
 
 @click.command()
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("file", type=click.Path(path_type=Path))
 @click.option("--column", required=True, help="The key column (exact name).")
 @click.option("--epsilon", required=True, metavar="E", help="Privacy parameter ε > 0.")
 @click.option("--delta", metavar="D", help="δ in (0, 1); required without --domain.")
@@ -70,6 +71,10 @@ DEFAULT_BETA = 0.05
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), metavar="OUT.png", help="Write a plot.")
 @click.option("--ledger", type=click.Path(dir_okay=False, path_type=Path), help="Charge this privacy ledger.")
 @click.option("--rows", default=30, show_default=True, type=click.IntRange(min=1), help="Table rows shown.")
+@click.option("--engine", default="duckdb", show_default=True, metavar="duckdb|spark",
+              help="Where the count runs: DuckDB (embedded) or Spark (pip install 'privagg[spark]'; Parquet).")
+@click.option("--spark-master", metavar="URL", help="Spark master with --engine spark [default: local[*]].")
+@click.option("--spark-conf", multiple=True, metavar="KEY=VALUE", help="A Spark setting (repeatable).")
 @csv_dialect
 def histogram(
     file: Path,
@@ -90,12 +95,16 @@ def histogram(
     delimiter: str,
     encoding: str,
     quote: str,
+    engine: str,
+    spark_master: str | None,
+    spark_conf: tuple[str, ...],
 ) -> None:
     """A differentially private histogram of COLUMN in FILE (CSV with a header row, or Parquet).
 
     With --domain: laplace_histogram over the public key list (ε-DP, every domain key released).
     Without: stable_histogram (ε, δ)-DP, which releases only keys whose noisy count reaches the
-    threshold and never needs the domain. The count runs inside DuckDB (out of core).
+    threshold and never needs the domain. The count runs inside DuckDB (out of core), or, with
+    --engine spark, in Spark (FILE: Parquet, local or a URI; noise and threshold in the tasks).
     With --privacy-unit COL: the guarantee protects a whole unit (all rows sharing COL), each
     unit keeping at most --max-keys-per-unit keys and --max-rows-per-key rows per key.
     """
@@ -124,9 +133,25 @@ def histogram(
         dlt = number_option(mechanism, "delta", delta, _validate.check_delta)
         threshold = _validate.check_choice(mechanism, "threshold", threshold or "tight", THRESHOLDS)
     csv = csv_options("histogram", delimiter, encoding, quote)
+    _validate.check_choice("histogram", "engine", engine, ("duckdb", "spark"))
+    if engine != "spark" and (spark_master is not None or spark_conf):
+        raise _validate.fail("histogram", "spark-master" if spark_master is not None else "spark-conf",
+                             "given with --engine spark only", spark_master or spark_conf[0])
+    if engine == "spark" and privacy_unit is not None:
+        raise _validate.fail("histogram", "privacy-unit", "omitted with --engine spark (user-level bounding in "
+                             "Spark is not available yet)", privacy_unit)
+    conf = _spark.parse_conf("histogram", spark_conf)
     if plot is not None:
         plot = plot_target("histogram", "plot", plot)
 
+    if engine == "spark":
+        with ExitStack() as stack:
+            release = _spark.spark_histogram(
+                stack, file, column, mechanism=mechanism, epsilon=eps, delta=None if domain is not None else dlt,
+                neighbors=neighbors, threshold=threshold, domain=domain, ledger=ledger, master=spark_master,
+                conf=conf)
+        _show(release, file=file, column=column, as_json=as_json, beta=b, rows=rows, plot=plot)
+        return
     info = duckdb_engine.describe_column(file, column, where="histogram", csv=csv)
     unit_info = None
     if privacy_unit is not None:
@@ -158,7 +183,13 @@ def histogram(
                 key_counts, epsilon=eps, delta=dlt, neighbors=neighbors, threshold=threshold, rng=None,
                 ledger=charged, **user,
             )
+    _show(release, file=file, column=column, as_json=as_json, beta=b, rows=rows, plot=plot)
 
+
+def _show(release: object, *, file: Path, column: str, as_json: bool, beta: float, rows: int,
+          plot: Path | None) -> None:
+    """The release (JSON or table), the charge line, then the plot: the same for every engine."""
+    b = beta
     if as_json:
         print_json(release, beta=b, extra=_guard.charge_fields())
     else:

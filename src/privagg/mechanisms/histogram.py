@@ -21,6 +21,7 @@ import functools
 import math
 import numbers
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +57,8 @@ __all__ = [
     "laplace_histogram_from_counts",
     "stable_histogram",
     "stable_histogram_from_counts",
+    "stable_histogram_from_draw",
+    "stable_noise_threshold",
     "stable_threshold",
     "noise_scale",
     "per_key_delta",
@@ -872,6 +875,17 @@ def _ratio_intervals(c: np.ndarray, a: int, s: int, total: int) -> tuple[np.ndar
     return low, high
 
 
+def _spark_input(where: str, data: Any, column: Any) -> bool:
+    """True for a Spark DataFrame (which needs ``column``); ``column`` is refused for other data."""
+    module = type(data).__module__
+    if module.startswith("pyspark."):
+        return True
+    if column is not None:
+        raise fail(where, "column", "omitted unless data is a Spark DataFrame (data is the key column itself)",
+                   column)
+    return False
+
+
 def laplace_histogram(
     data: Any,
     *,
@@ -884,6 +898,7 @@ def laplace_histogram(
     units: Any = None,
     max_keys_per_unit: int = 1,
     max_rows_per_key: int = 1,
+    column: str | None = None,
 ) -> HistogramRelease:
     """Laplace histogram over a public domain: every domain key gets a noisy count.
 
@@ -898,6 +913,8 @@ def laplace_histogram(
     data : array-like
         1-D hashable keys: list/tuple, numpy array, pandas or polars Series, pyarrow array.
         Missing keys (None/null/NaN) count in n and belong to no bin (``other`` if enabled).
+        Or a Spark DataFrame with ``column`` (``pip install 'privagg[spark]'``): counted by a
+        ``groupBy`` in Spark, the domain a broadcast join (:mod:`privagg.engines.spark`).
     epsilon : float
         ε > 0, finite.
     domain : sequence
@@ -922,6 +939,8 @@ def laplace_histogram(
         bounds and intervals are about the bounded counts. docs/proofs/histograms.md §7.
     max_keys_per_unit, max_rows_per_key : int
         ℓ0 and ℓ∞ (default 1: a count is a number of distinct units). Only with ``units``.
+    column : str, optional
+        The key column when ``data`` is a Spark DataFrame (refused otherwise).
 
     Returns
     -------
@@ -951,6 +970,15 @@ def laplace_histogram(
     ([1, 2, 3], 4, False)
     """
     where = "laplace_histogram"
+    if _spark_input(where, data, column):  # the Spark engine (privagg[spark]): same core, below
+        from ..engines import spark
+
+        if units is not None:
+            raise fail(where, "units", "omitted with a Spark DataFrame (user-level bounding in Spark is not "
+                       "available yet)", "a unit column")
+        neighbors = _resolve_neighbors(where, neighbors, False)
+        return spark.laplace_histogram(data, column=column, epsilon=epsilon, domain=domain, neighbors=neighbors,
+                                       other=other, rng=rng, ledger=ledger)
     check_epsilon(where, epsilon)
     bounds = _check_bounds(where, units, max_keys_per_unit, max_rows_per_key)
     neighbors = _resolve_neighbors(where, neighbors, bounds is not None)
@@ -1066,6 +1094,7 @@ def stable_histogram(
     units: Any = None,
     max_keys_per_unit: int = 1,
     max_rows_per_key: int = 1,
+    column: str | None = None,
 ) -> HistogramRelease:
     """Stability-based histogram: noisy counts of the present keys, kept iff noisy count ≥ T.
 
@@ -1081,7 +1110,9 @@ def stable_histogram(
     Parameters
     ----------
     data : array-like
-        1-D hashable keys (see :func:`laplace_histogram`). Missing keys count in n only.
+        1-D hashable keys (see :func:`laplace_histogram`). Missing keys count in n only. Or a
+        Spark DataFrame with ``column``: counts, noise and threshold run in the cluster, and only
+        the released keys reach the driver (:mod:`privagg.engines.spark`).
     epsilon : float
         ε > 0, finite.
     delta : float
@@ -1095,7 +1126,7 @@ def stable_histogram(
         add/remove only (an error under replace-one, where n is public): the share of ε spent on
         the noisy total, in (0, 1); default 0.1 (docs/proofs/histograms.md §2.4). The counts and
         the threshold use ε_c = (1 − share)·ε.
-    rng, ledger
+    rng, ledger, column
         As in :func:`laplace_histogram`; the ledger is charged (ε, δ) once, for both parts.
     units, max_keys_per_unit, max_rows_per_key
         User level, as in :func:`laplace_histogram` (add/remove of one unit only, the default
@@ -1136,6 +1167,16 @@ def stable_histogram(
     (28, ['a'])
     """
     where = "stable_histogram"
+    if _spark_input(where, data, column):  # the Spark engine: noise and threshold in the cluster
+        from ..engines import spark
+
+        if units is not None:
+            raise fail(where, "units", "omitted with a Spark DataFrame (user-level bounding in Spark is not "
+                       "available yet)", "a unit column")
+        neighbors = _resolve_neighbors(where, neighbors, False)
+        return spark.stable_histogram(data, column=column, epsilon=epsilon, delta=delta, neighbors=neighbors,
+                                      threshold=threshold, total_epsilon_share=total_epsilon_share, rng=rng,
+                                      ledger=ledger)
     check_epsilon(where, epsilon)
     bounds = _check_bounds(where, units, max_keys_per_unit, max_rows_per_key)
     neighbors = _resolve_neighbors(where, neighbors, bounds is not None)
@@ -1185,20 +1226,67 @@ def _stable_release(
 ) -> HistogramRelease:
     where = "stable_histogram"
     gen, secure = resolve_rng(rng, where)
-    _check_nonempty(where, key_counts, params.neighbors)
-    counts = np.asarray(key_counts.counts, dtype=np.int64)
-    present = counts > 0  # an engine may list keys of count 0: they must never be released
+
+    def draw() -> tuple[Any, np.ndarray]:
+        noisy, keep = stable_noise_threshold(params, key_counts.counts, gen)
+        return _kept_keys(key_counts.keys, keep), noisy[keep]
+
+    return stable_histogram_from_draw(key_counts.n, draw, params, rng=gen, secure=secure, ledger=ledger, unit=unit)
+
+
+# --------------------------------------------------------------------------------------------
+# noise where the data is: the one noise-and-threshold step, and the release built around it
+# --------------------------------------------------------------------------------------------
+
+
+def stable_noise_threshold(
+    params: StableHistogramParams, counts: Any, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """The stable histogram's noise and threshold on one batch of counts: ``(noisy, keep)``.
+
+    ``noisy = counts + Z`` with Z iid exact discrete Laplace(``params.scale``) drawn from ``rng``,
+    and ``keep = (noisy ≥ T) & (counts > 0)`` (an engine may list keys of count 0: they are never
+    released). The only implementation of this step: the in-memory path calls it on all counts
+    at once; an engine that noises where the data is (Spark) calls it on each partition's batch
+    with that task's own generator. Batches are independent, so splitting the counts into batches
+    leaves the law of the release unchanged.
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    noisy = counts + discrete_laplace(params.scale, size=counts.shape[0], rng=rng)
+    keep = (noisy >= params.threshold) & (counts > 0)  # ≥, as proven (docs/proofs/histograms.md)
+    return noisy, keep
+
+
+def stable_histogram_from_draw(
+    n_records: int,
+    draw: Callable[[], tuple[Any, np.ndarray]],
+    params: StableHistogramParams,
+    *,
+    rng: np.random.Generator,
+    secure: bool,
+    ledger: Any = None,
+    unit: str | None = None,
+) -> HistogramRelease:
+    """The stable histogram around a ``draw`` made by an engine (same guarantee).
+
+    Order: the emptiness check on ``n_records`` (the number of records, missing keys included), the
+    ledger charge, then ``draw()`` — which must apply :func:`stable_noise_threshold` to every
+    present key's count exactly once and return ``(kept keys, their noisy counts)``, materialised
+    once — and last the noisy total n̂ (add/remove) from ``rng``, on the driver.
+    """
+    where = "stable_histogram"
+    n_records = int(n_records)
+    _check_nonempty(where, KeyCounts(keys=np.zeros(0), counts=np.zeros(0, dtype=np.int64), n=n_records),
+                    params.neighbors)
     _charge(ledger, params, where)
-    noisy = counts + discrete_laplace(params.scale, size=counts.shape[0], rng=gen)
-    keep = (noisy >= params.threshold) & present  # ≥, as proven (docs/proofs/histograms.md)
-    keys = _kept_keys(key_counts.keys, keep)
-    kept = noisy[keep]
+    keys, kept = draw()  # engine-specific: in memory, or inside a cluster
+    kept = np.asarray(kept, dtype=np.int64)
     order = sort_order(keys)
     keys, kept = keys[order], kept[order]
-    n = key_counts.n if params.neighbors == "replace" else None
+    n = n_records if params.neighbors == "replace" else None
     noisy_total = None
     if params.total_scale is not None:  # add/remove: n is private, release n + Z_n (§2.4)
-        noisy_total = int(key_counts.n) + int(discrete_laplace(params.total_scale, size=1, rng=gen)[0])
+        noisy_total = n_records + int(discrete_laplace(params.total_scale, size=1, rng=rng)[0])
     denominator = n if n is not None else _total_denominator(noisy_total)
     return HistogramRelease(
         mechanism=where,

@@ -1,0 +1,107 @@
+"""``privagg histogram --engine spark``: the same release and ledger behaviour, counted in Spark.
+
+Order of work (as with DuckDB, so that errors come early and only from public inputs): the
+options (``--spark-conf k=v`` parsed here) → Spark started (``--spark-master``, ``local[*]`` by
+default) → the Parquet file's schema → the domain file (cast exactly to the column's type) →
+the ledger → the count (job 1) → the charge → noise and threshold in the tasks (job 2). FILE is
+a Parquet file or a directory of Parquet files, local or any URI Spark reads (``hdfs://``,
+``s3a://``, …); CSV is read by the DuckDB engine only.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from .. import _validate
+from ..errors import ParameterError
+from . import _guard
+
+__all__ = ["parse_conf", "spark_histogram"]
+
+_CSV_SUFFIXES = {".csv", ".tsv", ".txt", ".gz", ".zst"}
+
+
+def parse_conf(where: str, items: tuple[str, ...]) -> dict[str, str]:
+    """``--spark-conf k=v`` (repeatable) as a dict; a key given twice is an error."""
+    conf: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key or key in conf:
+            raise _validate.fail(where, "spark-conf", "KEY=VALUE with a non-empty key, each key once", item)
+        conf[key] = value
+    return conf
+
+
+def _check_path(file: Path) -> str:
+    text = str(file)
+    if "://" not in text:
+        if not file.exists():
+            raise ParameterError(f"histogram: parameter 'file' must be an existing Parquet file or directory of "
+                                 f"Parquet files (or a URI Spark can read); got {text!r}.")
+        if file.is_file() and file.suffix.lower() in _CSV_SUFFIXES:
+            raise ParameterError(f"histogram: parameter 'file' must be Parquet with --engine spark (CSV files are "
+                                 f"read by --engine duckdb); got {text!r}.")
+    return text
+
+
+def _domain_lines(path: Path, column: str, where: str) -> list[str]:
+    """The domain file's keys: one per line, UTF-8, empty lines skipped, a first line equal to the
+    column's name taken as a header (the DuckDB engine's rules)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        raise ParameterError(f"{where}: parameter 'domain' must be a readable UTF-8 text file, one key per "
+                             f"line; got {str(path)!r}.") from None
+    lines = [line for line in lines if line != ""]
+    if lines and lines[0] == column:
+        lines = lines[1:]
+    if not lines:
+        raise ParameterError(f"{where}: parameter 'domain' must be a file with at least one key; got {str(path)!r}.")
+    return lines
+
+
+def spark_histogram(
+    stack: ExitStack, file: Path, column: str, *, mechanism: str, epsilon: float, delta: float | None,
+    neighbors: str, threshold: str | None, domain: Path | None, ledger: Path | None, master: str | None,
+    conf: dict[str, str],
+) -> Any:
+    """The release of ``privagg histogram FILE --engine spark`` (ledger charged inside, before noise)."""
+    from ..accounting import Ledger
+    from ..engines import spark as se
+
+    path = _check_path(file)
+    if master is not None and (not master.strip() or any(ch.isspace() for ch in master)):
+        raise _validate.fail("histogram", "spark-master", "a Spark master URL such as local[*] or spark://host:7077",
+                             master)
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise ParameterError("histogram: --engine spark needs pyspark: pip install 'privagg[spark]'") from None
+    existing = SparkSession.getActiveSession()
+    try:
+        spark = se.spark_session(master or "local[*]", conf)
+    except Exception:  # Java missing, bad master or config: Spark's message is not ours to show
+        raise _validate.fail("histogram", "spark-master", "a Spark master that can be started (is Java 17 "
+                             "installed? are the --spark-conf settings valid?)", master or "local[*]") from None
+    if existing is None:
+        stack.callback(spark.stop)
+    try:
+        frame = spark.read.parquet(path)
+        frame.schema  # noqa: B018 - the schema is read here, before anything is charged
+    except Exception:
+        raise ParameterError(f"histogram: parameter 'file' must be a Parquet file or directory Spark can "
+                             f"read (it could not be read as one); got {path!r}.") from None
+    info = se.describe_column(frame, column, where="histogram")
+    domain_keys = None
+    if domain is not None:
+        domain_keys = se.spark_domain(info, _domain_lines(domain, column, mechanism), mechanism)
+    opened = None if ledger is None else stack.enter_context(Ledger(ledger))
+    charged = _guard.charging(opened, command="histogram", file=str(file), column=column, engine="spark")
+    if domain_keys is not None:
+        return se.laplace_histogram(frame, column=column, epsilon=epsilon, domain=domain_keys,
+                                    neighbors=neighbors, rng=None, ledger=charged)
+    return se.stable_histogram(frame, column=column, epsilon=epsilon, delta=delta, neighbors=neighbors,
+                               threshold=threshold, rng=None, ledger=charged)

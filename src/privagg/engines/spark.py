@@ -1,0 +1,539 @@
+"""Spark engine (``pip install 'privagg[spark]'``): the histograms of a column of a Spark DataFrame.
+
+The same releases as the local engines, with the same core: Spark only counts; every
+calibration, threshold and accounting step is :mod:`privagg.mechanisms.histogram`'s.
+
+Counting. ``df.select(key).groupBy("key").count()`` in Spark, key canonicalised as in
+:mod:`privagg.engines.counting` (the one key equality of every engine): FLOAT/DOUBLE keys have
+−0.0 → +0.0 and NaN → NULL; NULL keys are missing: counted in n, never a key. Keys of the
+native types (boolean, integers, float, double, string, date) keep their type; other scalar
+types (decimal, timestamp, intervals, …) are keyed by their exact text (``CAST AS STRING``, as
+the DuckDB engine does); binary, array, map and struct columns are refused. n is counted in
+Spark too (the sum of the grouped counts, NULL group included).
+
+Stable histogram: noise where the data is. The grouped counts are persisted on the executors
+(memory, then disk) and n is computed from them (job 1, before the ledger is charged: a
+DataFrame that cannot be evaluated is an error that charges nothing). After the charge, one
+``mapInArrow`` stage (job 2), whose Python function is marked non-deterministic
+(``asNondeterministic()``, so that the optimizer never duplicates or reorders it), applies
+:func:`~privagg.mechanisms.histogram.stable_noise_threshold` — the exact discrete Laplace sampler
+of :mod:`privagg.noise` — to each partition's (key, count) batches and returns only the kept
+rows. **Raw counts never reach the driver**: it receives the released keys with their noisy
+counts, and n (a public number under replace-one; under add/remove the driver adds the noise of
+the total n̂, as for the local engines). We use ``mapInArrow`` rather than ``mapInPandas``: the
+same grouped-map mechanism on Arrow batches, without a pandas conversion.
+
+Randomness in the tasks. ``rng=None`` (or a :class:`~privagg.noise.rng.SecureGenerator`): every
+task builds its own ``SecureGenerator`` (AES-CTR keyed from the executor's OS entropy); nothing
+random is shipped from the driver. Seeded (an int, a ``SeedSequence`` or another ``Generator``;
+``secure=False``, for tests): the root ``SeedSequence`` is split on the driver into a part for the
+tasks and one for the driver (the noisy total), and partition p draws from the p-th child of the
+tasks' part — exactly ``tasks.spawn(P)[p]``, built in the task as
+``SeedSequence(entropy, spawn_key=(*tasks.spawn_key, p))`` — so no two partitions share a stream
+(one seed is never broadcast to all). Seeded runs sort each partition by key first, so that a
+rerun gives the same release for the same data and Spark configuration.
+
+Materialised once. The kept rows are collected with one action (``toArrow``); the release is
+built from that one result, and the noise stage's DataFrame is never evaluated again. A task
+that fails or is retried (or speculatively duplicated) contributes only the output of the one
+successful attempt that Spark hands to the collect, so no second, different release exists
+anywhere: in secure mode a retry draws fresh noise (the law is the same), in seeded mode it
+draws the same noise.
+
+Laplace histogram. The public domain is a small DataFrame (cast to the key's type, exactly,
+like the DuckDB engine's domain file), broadcast-joined to the grouped counts; one job returns
+the count of each domain key and the count of all other records (outside the domain or
+missing). Absent keys are filled with 0 and the noise is drawn on the driver by
+:func:`~privagg.mechanisms.histogram.laplace_histogram_from_counts`: every domain key is
+released anyway, so the driver sees the exact counts of the domain keys (as with DuckDB) and
+nothing about other keys.
+
+What is public: the DataFrame's schema (column names and types), the Spark configuration and
+the number of partitions. Errors name those and never quote Spark's messages (which may hold
+values of the data).
+
+Not yet: user-level bounding (``units=``), means and k-means on Spark.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .._validate import check_choice, check_epsilon, fail
+from ..errors import ParameterError
+from ..noise.rng import SecureGenerator, resolve_rng
+from .counting import Domain, KeyCounts, as_domain
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+    from ..mechanisms.histogram import HistogramRelease, StableHistogramParams
+
+__all__ = [
+    "SparkColumn",
+    "SparkEngine",
+    "count_keys",
+    "describe_column",
+    "laplace_histogram",
+    "spark_session",
+    "stable_histogram",
+]
+
+_NATIVE = {"BooleanType", "ByteType", "ShortType", "IntegerType", "LongType", "FloatType", "DoubleType",
+           "StringType", "DateType", "NullType"}
+_REFUSED = {"BinaryType", "ArrayType", "MapType", "StructType", "VariantType"}
+_FLOATS = {"FloatType", "DoubleType"}
+_PANDAS_WARNING = "PySpark does not yet fully support pandas"
+
+
+class _Quiet:
+    def __enter__(self) -> None:
+        self._w = warnings.catch_warnings()
+        self._w.__enter__()
+        warnings.filterwarnings("ignore", message=_PANDAS_WARNING, category=FutureWarning)
+
+    def __exit__(self, *exc: Any) -> None:
+        self._w.__exit__(*exc)
+
+
+def _import_spark(where: str) -> Any:
+    try:
+        import pyspark  # noqa: F401
+        from pyspark.sql import functions
+    except ImportError:
+        raise ParameterError(
+            f"{where}: the Spark engine needs pyspark: pip install 'privagg[spark]'"
+        ) from None
+    return functions
+
+
+def is_spark_dataframe(data: Any) -> bool:
+    """True for a (classic or Spark Connect) PySpark DataFrame, without importing pyspark."""
+    cls = type(data)
+    return cls.__module__.startswith("pyspark.sql") and cls.__name__ == "DataFrame"
+
+
+def _spark_failure(where: str, exc: BaseException) -> ParameterError:
+    """Our message for a Spark failure: its error class only (Spark's text may quote data)."""
+    condition = None
+    getter = getattr(exc, "getCondition", None) or getattr(exc, "getErrorClass", None)
+    if callable(getter):
+        try:
+            condition = getter()
+        except Exception:  # pragma: no cover - defensive: the message is ours either way
+            condition = None
+    label = type(exc).__name__
+    if isinstance(condition, str) and condition and all(ch.isalnum() or ch in "_." for ch in condition):
+        label = condition
+    return ParameterError(
+        f"{where}: parameter 'data' must be a Spark DataFrame that Spark can evaluate; Spark failed ({label})."
+    )
+
+
+def _spark_errors() -> tuple[type[BaseException], ...]:
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+
+    return (PySparkException, Py4JError)
+
+
+# --------------------------------------------------------------------------------------------
+# sessions (the CLI's)
+# --------------------------------------------------------------------------------------------
+
+
+def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None, *,
+                  app_name: str = "privagg") -> SparkSession:
+    """A SparkSession for the command line: ``master`` and ``conf`` (``spark.*`` settings).
+
+    Defaults that the caller's ``conf`` may override: no console progress bar and no web UI
+    (nothing but the release on stdout), and, on a ``local`` master, this Python for the
+    workers (``PYSPARK_PYTHON``, unless set or ``spark.pyspark.python`` is given), so that they
+    import the same privagg.
+    """
+    import os
+    import sys
+
+    _import_spark("spark_session")
+    from pyspark.sql import SparkSession
+
+    settings = {"spark.ui.showConsoleProgress": "false", "spark.ui.enabled": "false"}
+    settings.update(conf or {})
+    if master.startswith("local") and "spark.pyspark.python" not in settings:
+        # PySpark takes the workers' Python from PYSPARK_PYTHON (default: "python3" on PATH)
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    with _Quiet():
+        spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+# --------------------------------------------------------------------------------------------
+# the column
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SparkColumn:
+    """A key column of a Spark DataFrame and what is public about it (its name and Spark type)."""
+
+    frame: Any  # pyspark.sql.DataFrame
+    column: str
+    spark_type: Any  # pyspark.sql.types.DataType of the column
+    key_type: Any  # the type of the key as grouped (the column's, or StringType)
+
+    @property
+    def type_name(self) -> str:
+        return type(self.spark_type).__name__
+
+
+def describe_column(data: Any, column: Any, *, where: str = "spark") -> SparkColumn:
+    """Check that ``data`` is a Spark DataFrame with a scalar column ``column`` (schema only).
+
+    Raises
+    ------
+    ParameterError
+        Not a Spark DataFrame, no such column (exact name), or a binary/nested column.
+    """
+    _import_spark(where)
+    from pyspark.sql.types import StringType
+
+    if not is_spark_dataframe(data):
+        raise fail(where, "data", "a Spark DataFrame", f"<{type(data).__module__}.{type(data).__qualname__}>")
+    if not isinstance(column, str) or not column:
+        raise fail(where, "column", "a non-empty column name of the Spark DataFrame", column)
+    fields = {f.name: f.dataType for f in data.schema.fields}
+    if column not in fields:
+        names = ", ".join(repr(name) for name in list(fields)[:12])
+        if len(fields) > 12:
+            names += f", ... ({len(fields)} columns)"
+        raise fail(where, "column", f"a column of the DataFrame ({names})", column)
+    spark_type = fields[column]
+    name = type(spark_type).__name__
+    if name in _REFUSED:
+        raise fail(where, "column", "a column of scalar keys (not binary, array, map, struct or variant)",
+                   f"{column!r} of type {spark_type.simpleString()}")
+    key_type = spark_type if name in _NATIVE else StringType()
+    return SparkColumn(frame=data, column=column, spark_type=spark_type, key_type=key_type)
+
+
+def _key(info: SparkColumn) -> Column:
+    """The canonical key as a Spark expression (see the module docstring)."""
+    from pyspark.sql import functions as F
+
+    c = F.col(_quoted(info.column))
+    if info.type_name in _FLOATS:
+        zero = F.lit(0.0).cast(info.spark_type)
+        return F.when(F.isnan(c), F.lit(None).cast(info.spark_type)).when(c == 0, zero).otherwise(c)
+    if info.type_name not in _NATIVE:
+        return c.cast("string")
+    return c
+
+
+def _quoted(name: str) -> str:
+    """``name`` as a Spark column reference (backticks doubled), so no name is parsed as SQL."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _grouped(info: SparkColumn) -> DataFrame:
+    """(key, count) for every distinct key, the NULL (missing) key included."""
+    from pyspark.sql import functions as F
+
+    return info.frame.select(_key(info).alias("key")).groupBy("key").agg(F.count(F.lit(1)).alias("count"))
+
+
+def _keys_to_numpy(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    import pyarrow as pa
+
+    if isinstance(keys, pa.ChunkedArray):
+        keys = keys.combine_chunks()
+    if pa.types.is_string(keys.type) or pa.types.is_large_string(keys.type):
+        return np.asarray(keys.to_pylist(), dtype=object)
+    return keys.to_numpy(zero_copy_only=False)
+
+
+def count_keys(data: Any, column: str, *, where: str = "count_keys") -> KeyCounts:
+    """Record level: the count of every present key of ``column``, computed in Spark, all
+    collected to the driver (for tests and small results; the histograms never do this)."""
+    info = describe_column(data, column, where=where)
+    with _Quiet():
+        try:
+            table = _grouped(info).toArrow()
+        except _spark_errors() as exc:
+            raise _spark_failure(where, exc) from None
+    counts = table.column("count").to_numpy().astype(np.int64)
+    keys = table.column("key")
+    present = np.asarray(keys.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    n = int(counts.sum())
+    return KeyCounts(keys=_keys_to_numpy(keys.filter(present)), counts=counts[present], n=n)
+
+
+class SparkEngine:
+    """The engine interface (:mod:`privagg.engines.base` on the units branch) for Spark: the
+    record-level count and the clamped sum; user-level bounding is not implemented yet."""
+
+    name = "spark"
+
+    def __init__(self, data: Any, column: str, *, where: str = "spark") -> None:
+        self.info = describe_column(data, column, where=where)
+        self.where = where
+
+    def count_keys(self) -> KeyCounts:
+        return count_keys(self.info.frame, self.info.column, where=self.where)
+
+    def bounded_counts(self, *args: Any, **kwargs: Any) -> Any:
+        raise ParameterError(f"{self.where}: user-level bounding (units=) is not available on Spark yet")
+
+    def keys_per_unit(self, cap: int) -> np.ndarray:
+        raise ParameterError(f"{self.where}: user-level bounding (units=) is not available on Spark yet")
+
+    def clamp_sum(self, lower: float, upper: float) -> float:
+        raise ParameterError(f"{self.where}: clipped sums are not available on Spark yet")
+
+
+# --------------------------------------------------------------------------------------------
+# randomness of the tasks
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TaskRandomness:
+    """How a task gets its generator: fresh OS entropy (``entropy is None``) or the partition's
+    own child of a seed (``SeedSequence(entropy, spawn_key=(*spawn_key, partition))``)."""
+
+    entropy: int | None = None
+    spawn_key: tuple[int, ...] = ()
+
+    @property
+    def secure(self) -> bool:
+        return self.entropy is None
+
+    def generator(self, partition: int) -> np.random.Generator:
+        if self.entropy is None:
+            return SecureGenerator()
+        seq = np.random.SeedSequence(self.entropy, spawn_key=(*self.spawn_key, int(partition)))
+        return np.random.default_rng(seq)
+
+
+def task_randomness(rng: Any, where: str) -> tuple[TaskRandomness, np.random.Generator, bool]:
+    """(what the tasks use, the driver's generator, secure) for an ``rng`` argument."""
+    gen, secure = resolve_rng(rng, where)  # validates rng
+    if secure:
+        return TaskRandomness(), gen, True
+    if isinstance(rng, np.random.SeedSequence):
+        root = rng
+    elif isinstance(rng, np.random.Generator):
+        root = np.random.SeedSequence([int(w) for w in rng.integers(0, 1 << 32, size=4, dtype=np.uint64)])
+    else:
+        root = np.random.SeedSequence(int(rng))
+    tasks, driver = root.spawn(2)
+    return TaskRandomness(int(tasks.entropy), tuple(tasks.spawn_key)), np.random.default_rng(driver), False
+
+
+# --------------------------------------------------------------------------------------------
+# the stable histogram
+# --------------------------------------------------------------------------------------------
+
+
+def _noise_function(params: StableHistogramParams, randomness: TaskRandomness,
+                    fault: str | None = None) -> Any:
+    """The function run in each task on Arrow batches of (key, count): noise, threshold, kept rows."""
+
+    def noise(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        from privagg.mechanisms.histogram import stable_noise_threshold
+
+        context = TaskContext.get()
+        if fault is not None and context.attemptNumber() == 0:  # tests: a task that dies once
+            import os
+
+            open(os.path.join(fault, f"failed-{context.partitionId()}"), "w").close()
+            raise RuntimeError("privagg test: injected task failure")
+        gen = randomness.generator(context.partitionId())
+        for batch in batches:
+            counts = batch.column(1).to_numpy(zero_copy_only=False)
+            noisy, keep = stable_noise_threshold(params, counts, gen)
+            mask = pa.array(keep)
+            yield pa.RecordBatch.from_arrays(
+                [batch.column(0).filter(mask), pa.array(noisy[keep], type=pa.int64())], names=["key", "count"]
+            )
+
+    return noise
+
+
+def noised(counts: DataFrame, params: StableHistogramParams, randomness: TaskRandomness,
+           *, fault: str | None = None) -> DataFrame:
+    """The noise stage: kept (key, noisy count) rows of ``counts`` (present keys only), computed
+    by a non-deterministic ``mapInArrow`` function in the tasks. Lazy: nothing runs until an
+    action; each evaluation draws new noise, so the engine evaluates it exactly once."""
+    from pyspark.sql import DataFrame as SparkDataFrame
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.functions import pandas_udf
+    from pyspark.sql.types import LongType, StructField, StructType
+    from pyspark.util import PythonEvalType
+
+    present = counts.where(F.col("key").isNotNull())
+    if not randomness.secure:  # seeded: the same rows in the same order, hence the same release
+        present = present.sortWithinPartitions("key")
+    schema = StructType([StructField("key", present.schema["key"].dataType, True),
+                         StructField("count", LongType(), False)])
+    function = _noise_function(params, randomness, fault)
+    jdf = getattr(present, "_jdf", None)
+    if jdf is None:  # Spark Connect: no handle on the plan; mapInArrow as is  # pragma: no cover
+        return present.mapInArrow(function, schema)
+    with _Quiet():
+        udf = pandas_udf(function, returnType=schema,  # type: ignore[call-overload]
+                         functionType=PythonEvalType.SQL_MAP_ARROW_ITER_UDF).asNondeterministic()
+        column = udf(*[present[c] for c in present.columns])
+    return SparkDataFrame(jdf.mapInArrow(column._jc, False, None), present.sparkSession)
+
+
+def _collect(frame: DataFrame) -> pa.Table:
+    """Evaluate ``frame`` once and bring its rows to the driver (the release's one materialisation)."""
+    with _Quiet():
+        return frame.toArrow()
+
+
+def _persisted_counts(info: SparkColumn, where: str) -> tuple[DataFrame, int]:
+    """The grouped counts, persisted on the executors, and n (one job, before any charge)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    counts = _grouped(info).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        with _Quiet():
+            row = counts.agg(F.sum("count").cast("long").alias("n")).collect()[0]
+    except _spark_errors() as exc:
+        counts.unpersist()
+        raise _spark_failure(where, exc) from None
+    return counts, int(row["n"] or 0)
+
+
+def stable_histogram(
+    data: Any,
+    *,
+    column: str,
+    epsilon: Any,
+    delta: Any,
+    neighbors: str = "replace",
+    threshold: str = "tight",
+    total_epsilon_share: Any = None,
+    rng: Any = None,
+    ledger: Any = None,
+    _fault: str | None = None,
+) -> HistogramRelease:
+    """:func:`privagg.mechanisms.histogram.stable_histogram` of ``data[column]``, noise in the cluster.
+
+    Same parameters, guarantee and release as the local engines (see the module docstring for
+    what runs where). ``_fault`` (tests only): a directory; the first attempt of every noise task
+    writes a marker file there and fails, so that Spark retries it.
+    """
+    from ..mechanisms.histogram import StableHistogramParams, stable_histogram_from_draw
+
+    where = "stable_histogram"
+    params = StableHistogramParams.build(
+        epsilon, delta, neighbors, threshold, total_epsilon_share=total_epsilon_share, where=where
+    )
+    randomness, gen, secure = task_randomness(rng, where)
+    info = describe_column(data, column, where=where)
+    counts, n = _persisted_counts(info, where)
+    try:
+        def draw() -> tuple[np.ndarray, np.ndarray]:
+            table = _collect(noised(counts, params, randomness, fault=_fault))  # the one evaluation
+            return _keys_to_numpy(table.column("key")), table.column("count").to_numpy().astype(np.int64)
+
+        return stable_histogram_from_draw(n, draw, params, rng=gen, secure=secure, ledger=ledger)
+    finally:
+        counts.unpersist()
+
+
+# --------------------------------------------------------------------------------------------
+# the Laplace histogram
+# --------------------------------------------------------------------------------------------
+
+
+def spark_domain(info: SparkColumn, domain: Any, where: str) -> Domain:
+    """The public domain cast exactly to the key's type (a key that does not cast exactly, or
+    two keys that become equal, is an error naming the key: the domain is public)."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    dom = as_domain(domain, where)
+    target = to_arrow_type(info.key_type)
+    keys = dom.keys
+    try:
+        if keys.dtype.kind == "O":
+            source = pa.array(keys.tolist(), from_pandas=False)
+        else:
+            source = pa.array(keys)
+        cast = source.cast(target, safe=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError,
+            OverflowError):
+        raise fail(where, "domain", f"a list of keys of the column's type {info.key_type.simpleString()}",
+                   keys[:3].tolist()) from None
+    values = _keys_to_numpy(cast)
+    return as_domain(values, where)  # duplicates after the cast are an error here
+
+
+def laplace_histogram(
+    data: Any,
+    *,
+    column: str,
+    epsilon: Any,
+    domain: Any,
+    neighbors: str = "replace",
+    other: bool = False,
+    rng: Any = None,
+    ledger: Any = None,
+) -> HistogramRelease:
+    """:func:`privagg.mechanisms.histogram.laplace_histogram` of ``data[column]``: counts of the
+    domain keys by a broadcast join in Spark, noise on the driver (module docstring)."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    from ..mechanisms.histogram import _check_other, laplace_histogram_from_counts
+
+    where = "laplace_histogram"
+    check_epsilon(where, epsilon)
+    check_choice(where, "neighbors", neighbors, ("replace", "add_remove"))
+    as_domain(domain, where)
+    _check_other(where, other)
+    resolve_rng(rng, where)
+    info = describe_column(data, column, where=where)
+    dom = spark_domain(info, domain, where)
+    spark = info.frame.sparkSession
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    table = pa.table({"idx": pa.array(np.arange(dom.size, dtype=np.int64)),
+                      "key": pa.array(_arrow_domain(dom.keys), type=to_arrow_type(info.key_type))})
+    with _Quiet():
+        try:
+            domain_frame = spark.createDataFrame(table)
+            joined = (_grouped(info).join(F.broadcast(domain_frame), on="key", how="left")
+                      .groupBy("idx").agg(F.sum("count").cast("long").alias("count")))
+            result = joined.toArrow()
+        except _spark_errors() as exc:
+            raise _spark_failure(where, exc) from None
+    idx = result.column("idx")
+    counts = result.column("count").to_numpy().astype(np.int64)
+    hit = np.asarray(idx.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    aligned = np.zeros(dom.size, dtype=np.int64)  # absent domain keys: 0
+    aligned[idx.filter(pa.array(hit)).to_numpy().astype(np.intp)] = counts[hit]
+    key_counts = KeyCounts(keys=dom.keys, counts=aligned, n=int(counts.sum()))
+    return laplace_histogram_from_counts(key_counts, epsilon=epsilon, domain=dom, neighbors=neighbors,
+                                         other=other, rng=rng, ledger=ledger)
+
+
+def _arrow_domain(keys: np.ndarray) -> Any:
+    return keys.tolist() if keys.dtype.kind == "O" else keys
