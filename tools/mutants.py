@@ -47,7 +47,7 @@ FC = "tests/friendlycore/"
 MUTATIONS: tuple[Mutation, ...] = (
     # ---- the five privacy-critical mutations the review tried
     Mutation("stable-ge", "five: >= → > at the stable threshold", H,
-             "keep = (noisy >= params.threshold) & present", "keep = (noisy > params.threshold) & present",
+             "keep = (noisy >= params.threshold) & (counts > 0)", "keep = (noisy > params.threshold) & (counts > 0)",
              (T + "test_hist_known_answers.py::test_key_with_noisy_count_exactly_T_is_kept_and_T_minus_1_is_not",)),
     Mutation("replace-sensitivity", "five: replace-one sensitivity 2 → 1", H,
              '_SENSITIVITY = {"replace": 2, "add_remove": 1}', '_SENSITIVITY = {"replace": 1, "add_remove": 1}',
@@ -153,8 +153,8 @@ MUTATIONS: tuple[Mutation, ...] = (
              (FC + "test_fc_mean_cli.py::test_cli_other_calibrations",)),
     # ---- issue 10 (never a record) and the stable histogram's add/remove total
     Mutation("stable-total-at-count-scale", "stable add/remove: the total drawn at the counts' scale (ε overspent)",
-             H, "discrete_laplace(params.total_scale, size=1, rng=gen)",
-             "discrete_laplace(params.scale, size=1, rng=gen)",
+             H, "discrete_laplace(params.total_scale, size=1, rng=rng)",
+             "discrete_laplace(params.scale, size=1, rng=rng)",
              (T + "test_hist_add_remove_total.py",)),
     Mutation("stable-total-bound-ignores-total", "stable add/remove: error bound without the total's noise", H,
              "released = _ratio_error_bound(k, s * f_up, total)", "released = _ratio_error_bound(k, 0, total)",
