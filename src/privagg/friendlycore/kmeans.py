@@ -536,6 +536,8 @@ def private_kmeans(
     ledger: Any = None,
     parts: int | None = None,
     n_init: int = 2,
+    units: Any = None,
+    max_rows_per_unit: int = 1,
 ) -> KMeansRelease:
     """Differentially private k-means centers, with no prior bound on where the data lie.
 
@@ -567,6 +569,13 @@ def private_kmeans(
         Number of parts ``t`` (public, >= 20); ``None``: :func:`default_parts` of ``n̂``.
     n_init : int
         scikit-learn ``n_init`` per part (1 to 10).
+    units : array-like, optional
+        The privacy unit of each row (aligned with ``points``). Given: user level — the rows
+        become one vector per unit (:mod:`privagg.engines.unit_rows`) and the guarantee is
+        for adding/removing one unit with all its rows (proof: docs/proofs/mean.md §10).
+    max_rows_per_unit : int
+        k >= 1 (only with ``units``): a unit's vector is the average of k of its rows sampled
+        uniformly without replacement (all rows if fewer); 1 (default): one sampled row.
 
     Returns
     -------
@@ -598,6 +607,9 @@ def private_kmeans(
     >>> rel.ok, bool(np.abs(rel.centers - truth[np.lexsort(truth.T[::-1])]).max() < 1.0)
     (True, True)
     """
+    from ..engines.unit_rows import bound_points  # user level: one vector per unit
+
+    points, rng = bound_points("private_kmeans", points, units, max_rows_per_unit, rng)
     return _private_kmeans(points, k, epsilon, delta, radius, rng, ledger, parts, n_init)
 
 
