@@ -92,11 +92,19 @@ def _truth(units: np.ndarray, keys: np.ndarray) -> dict[int, int]:
     return dict(zip(k.tolist(), c.tolist(), strict=True))
 
 
-def _score(name: str, released: dict, truth: dict) -> tuple[str, int, float]:
+def _score(name: str, released: dict, truth: dict) -> tuple[str, int, float, dict]:
     if not released:
-        return name, 0, float("nan")
+        return name, 0, float("nan"), released
     rel = [abs(v - truth.get(k, 0)) / max(1, truth.get(k, 0)) for k, v in released.items()]
-    return name, len(released), float(np.median(rel))
+    return name, len(released), float(np.median(rel)), released
+
+
+def _common_error(released: dict, truth: dict, common: set) -> float:
+    """Median relative error on the keys every method released (same keys for all: a method that
+    releases more small keys is not penalised for them)."""
+    if not common:
+        return float("nan")
+    return float(np.median([abs(released[k] - truth[k]) / max(1, truth[k]) for k in common]))
 
 
 def utility(n: int, eps: float, delta: float, l0: int, linf: int) -> None:
@@ -111,19 +119,27 @@ def utility(n: int, eps: float, delta: float, l0: int, linf: int) -> None:
                                  max_rows_per_key=linf, rng=SEED)
     rows.append(_score("privagg stable (Laplace threshold)", dict(zip(r.keys.tolist(), r.counts.tolist(),
                                                                      strict=True)), truth))
+    if l0 == 1:
+        r = privagg.stable_histogram(keys, units=units, epsilon=eps, delta=delta, max_keys_per_unit=l0,
+                                     max_rows_per_key=linf, rng=SEED, selection="optimal")
+        rows.append(_score("privagg optimal selection (ε_c/2) + counts", dict(zip(r.keys.tolist(), r.counts.tolist(),
+                                                                                 strict=True)), truth))
     for strategy in ("TRUNCATED_GEOMETRIC", "LAPLACE_THRESHOLDING", "GAUSSIAN_THRESHOLDING"):
         try:
             rows.append(_score(f"PipelineDP {strategy.lower()}", _pipeline_dp(units, keys, eps, delta, l0, linf,
                                                                              strategy), truth))
         except Exception as exc:  # noqa: BLE001 - report why a peer could not run
-            rows.append((f"PipelineDP {strategy.lower()}: {type(exc).__name__}: {exc}"[:110], -1, float("nan")))
+            rows.append((f"PipelineDP {strategy.lower()}: {type(exc).__name__}: {exc}"[:110], -1, float("nan"), {}))
     try:
         rows.append(_score("OpenDP (Polars, truncate_num_groups)", _opendp(units, keys, eps, delta, l0, linf), truth))
     except Exception as exc:  # noqa: BLE001
-        rows.append((f"OpenDP: {type(exc).__name__}: {exc}"[:110], -1, float("nan")))
-    print(f"{'method':<44}{'keys released':>15}{'median rel. error':>20}")
-    for name, k, err in rows:
-        print(f"{name:<44}{k:>15}{err:>20.4f}" if k >= 0 else name)
+        rows.append((f"OpenDP: {type(exc).__name__}: {exc}"[:110], -1, float("nan"), {}))
+    ran = [row[3] for row in rows if row[1] > 0]
+    common = set.intersection(*(set(d) for d in ran)) if ran else set()
+    print(f"{'method':<44}{'keys released':>15}{'median rel. error':>20}{'on %d common keys' % len(common):>22}")
+    for name, k, err, released in rows:
+        on_common = _common_error(released, truth, common) if k > 0 else float("nan")
+        print(f"{name:<44}{k:>15}{err:>20.4f}{on_common:>22.4f}" if k >= 0 else name)
 
 
 def _pipeline_dp(units, keys, eps, delta, l0, linf, strategy) -> dict:

@@ -23,6 +23,7 @@ from . import _guard
 from ._params import columns_option, csv_dialect, csv_options, number_option, radius_option
 from ._plot2d import check_plot, plot_released
 from ._render import dumps, visible
+from ._units import read_points, unit_fields, unit_options
 
 __all__ = ["kmeans"]
 
@@ -50,6 +51,7 @@ def _k(text: str) -> int:
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), metavar="OUT.png",
               help="2-D only: plot the released centers (never the points).")
 @click.option("--ledger", type=click.Path(dir_okay=False, path_type=Path), help="Charge this privacy ledger.")
+@unit_options
 @csv_dialect
 def kmeans(
     file: Path,
@@ -61,6 +63,8 @@ def kmeans(
     as_json: bool,
     plot: Path | None,
     ledger: Path | None,
+    privacy_unit: str | None,
+    max_rows_per_unit: str,
     delimiter: str,
     encoding: str,
     quote: str,
@@ -72,7 +76,6 @@ def kmeans(
     of centers, then private Lloyd steps). ⊥ ("ok": false, with a reason) when too few rows. Rows with a missing or
     non-numeric value are dropped (data, not errors). Add/remove neighbours.
     """
-    from ..engines.duckdb_numeric import read_numeric_columns
     from ..friendlycore.kmeans import private_kmeans
 
     cols = columns_option(WHERE, columns)
@@ -83,11 +86,12 @@ def kmeans(
     csv = csv_options(WHERE, delimiter, encoding, quote)
     if plot is not None:
         plot = check_plot(WHERE, plot, len(cols))
-    points = read_numeric_columns(file, cols, caller=WHERE, csv=csv)
+    points, rng, k_rows = read_points(WHERE, file, cols, privacy_unit, max_rows_per_unit, csv)
     with ExitStack() as stack:
         opened = None if ledger is None else stack.enter_context(Ledger(ledger))
-        charged = _guard.charging(opened, command="kmeans", file=str(file), columns=cols)
-        release = private_kmeans(points, k, epsilon=eps, delta=dlt, radius=r, rng=None, ledger=charged)
+        charged = _guard.charging(opened, command="kmeans", file=str(file), columns=cols,
+                                  **({} if privacy_unit is None else unit_fields(privacy_unit, k_rows)))
+        release = private_kmeans(points, k, epsilon=eps, delta=dlt, radius=r, rng=rng, ledger=charged)
     centers = None if release.centers is None else [[float(v) for v in row] for row in release.centers]
     payload = {
         "ok": bool(release.ok),
@@ -103,12 +107,14 @@ def kmeans(
         "cell_side": None if release.cell_side is None else float(release.cell_side),
         "coreset_size": int(release.coreset_size),
         "n_hat": None if release.n_hat is None else int(release.n_hat),
+        **unit_fields(privacy_unit, k_rows),
     }
     if as_json:
         sys.stdout.write(dumps({**payload, **_guard.charge_fields()}, finite=True) + "\n")
     else:
         click.echo(f"private k-means of {visible(file.name)} · columns {visible(', '.join(cols))} · k = {k}")
-        click.echo(f"guarantee   ε = {release.epsilon:.4g}, δ = {release.delta:.3g} (add/remove neighbours)")
+        click.echo(f"guarantee   ε = {release.epsilon:.4g}, δ = {release.delta:.3g} (add/remove neighbours)"
+                   + _unit_text(privacy_unit, k_rows))
         if release.strategy == "coreset":
             side = "—" if release.cell_side is None else f"{release.cell_side:.4g}"
             click.echo(f"strategy    coreset · cell side {side} (chosen privately) · "
@@ -130,3 +136,10 @@ def kmeans(
                       title=f"private k-means of {file.name} (k = {k})")
         if not as_json:
             click.echo(f"wrote {visible(plot)}", err=True)
+
+
+def _unit_text(unit: str | None, k: int) -> str:
+    if unit is None:
+        return ""
+    rows = "one sampled row" if k == 1 else f"the average of up to {k} sampled rows"
+    return f"; privacy unit {visible(unit)} (one vector per unit: {rows})"

@@ -24,6 +24,7 @@ from . import _guard
 from ._params import columns_option, csv_dialect, csv_options, number_option, radius_option
 from ._plot2d import check_plot, plot_released
 from ._render import dumps, visible
+from ._units import read_points, unit_fields, unit_options
 
 __all__ = ["mean"]
 
@@ -44,6 +45,7 @@ CI_BETA = 0.05
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), metavar="OUT.png",
               help="2-D only: plot the released mean and clipping ball (never the points).")
 @click.option("--ledger", type=click.Path(dir_okay=False, path_type=Path), help="Charge this privacy ledger.")
+@unit_options
 @csv_dialect
 def mean(
     file: Path,
@@ -55,6 +57,8 @@ def mean(
     as_json: bool,
     plot: Path | None,
     ledger: Path | None,
+    privacy_unit: str | None,
+    max_rows_per_unit: str,
     delimiter: str,
     encoding: str,
     quote: str,
@@ -65,7 +69,6 @@ def mean(
     the mean; ⊥ ("ok": false) when too few points agree. Rows with a missing or non-numeric value
     are dropped (data, not errors). Add/remove neighbours.
     """
-    from ..engines.duckdb_numeric import read_numeric_columns
     from ..friendlycore.mean import CALIBRATIONS, private_mean
 
     cols = columns_option(WHERE, columns)
@@ -76,12 +79,13 @@ def mean(
     _validate.check_choice(WHERE, "calibration", calibration, CALIBRATIONS)
     if plot is not None:
         plot = check_plot(WHERE, plot, len(cols))
-    points = read_numeric_columns(file, cols, caller=WHERE, csv=csv)
+    points, rng, k_rows = read_points(WHERE, file, cols, privacy_unit, max_rows_per_unit, csv)
     with ExitStack() as stack:
         opened = None if ledger is None else stack.enter_context(Ledger(ledger))
-        charged = _guard.charging(opened, command="mean", file=str(file), columns=cols)
+        charged = _guard.charging(opened, command="mean", file=str(file), columns=cols,
+                                  **({} if privacy_unit is None else unit_fields(privacy_unit, k_rows)))
         release = private_mean(points, epsilon=eps, delta=dlt, radius=r, calibration=calibration,
-                               rng=None, ledger=charged)
+                               rng=rng, ledger=charged)
     intervals = release.confidence_intervals(CI_BETA)
     payload = {
         "ok": bool(release.ok),
@@ -93,6 +97,7 @@ def mean(
         "calibration": release.calibration,
         "secure": bool(release.secure),
         "reason": release.reason,
+        **unit_fields(privacy_unit, k_rows),
         "n_hat": None if release.n_hat is None else int(release.n_hat),
         "clip_radius": None if release.clip_radius is None else float(release.clip_radius),
         "center": None if release.center is None else [float(v) for v in release.center],
@@ -106,7 +111,7 @@ def mean(
     if as_json:
         sys.stdout.write(dumps({**payload, **_guard.charge_fields()}, finite=True) + "\n")
     else:
-        _print_table(file, cols, release, given_radius=r is not None)
+        _print_table(file, cols, release, given_radius=r is not None, unit=privacy_unit, k_rows=k_rows)
         line = _guard.charge_line()
         if line is not None:
             click.echo(line, err=True)
@@ -121,9 +126,11 @@ def mean(
             click.echo(f"wrote {visible(plot)}", err=True)
 
 
-def _print_table(file: Path, cols: list[str], release: Any, *, given_radius: bool) -> None:
+def _print_table(file: Path, cols: list[str], release: Any, *, given_radius: bool, unit: str | None = None,
+                 k_rows: int = 1) -> None:
     click.echo(f"private mean of {visible(file.name)} · columns {visible(', '.join(cols))}")
-    click.echo(f"guarantee   ε = {release.epsilon:.4g}, δ = {release.delta:.3g} (add/remove neighbours)")
+    click.echo(f"guarantee   ε = {release.epsilon:.4g}, δ = {release.delta:.3g} (add/remove neighbours)"
+               + _unit_text(unit, k_rows))
     click.echo(f"radius      {'not found (⊥)' if release.radius is None else f'{release.radius:.4g}'}"
                f"{' (given)' if given_radius else ' (chosen privately)'}")
     if not release.ok:
@@ -136,3 +143,10 @@ def _print_table(file: Path, cols: list[str], release: Any, *, given_radius: boo
     click.echo(f"  column: mean   [{1 - CI_BETA:.0%} interval: noise only, not the clipping bias]")
     for name, value, lo, hi in zip(cols, release.mean, low, high):
         click.echo(f"  {visible(name)}: {value:.6g}   [{lo:.6g}, {hi:.6g}]")
+
+
+def _unit_text(unit: str | None, k: int) -> str:
+    if unit is None:
+        return ""
+    rows = "one sampled row" if k == 1 else f"the average of up to {k} sampled rows"
+    return f"; privacy unit {visible(unit)} (one vector per unit: {rows})"

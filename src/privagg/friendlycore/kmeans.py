@@ -552,6 +552,8 @@ def private_kmeans(
     parts: int | None = None,
     n_init: int = 2,
     strategy: str = "auto",
+    units: Any = None,
+    max_rows_per_unit: int = 1,
 ) -> KMeansRelease:
     """Differentially private k-means centers, with no prior bound on where the data lie.
 
@@ -600,6 +602,17 @@ def private_kmeans(
     n_init : int
         ``"aggregate"`` only: scikit-learn ``n_init`` per part (1 to 10).
     strategy : {"auto", "coreset", "aggregate"}
+        ``"coreset"``: private grid coreset, k-means on it, private Lloyd steps (docs/proofs/
+        kmeans.md §10); ``"aggregate"``: sample and aggregate on FriendlyCore (needs
+        well-separated clusters); ``"auto"`` (default): ``"aggregate"`` when ``radius`` or
+        ``parts`` is given, else ``"coreset"``.
+    units : array-like, optional
+        The privacy unit of each row (aligned with ``points``). Given: user level — the rows
+        become one vector per unit (:mod:`privagg.engines.unit_rows`) and the guarantee is
+        for adding/removing one unit with all its rows (proof: docs/proofs/mean.md §10).
+    max_rows_per_unit : int
+        k >= 1 (only with ``units``): a unit's vector is the average of k of its rows sampled
+        uniformly without replacement (all rows if fewer); 1 (default): one sampled row.
 
     Returns
     -------
@@ -631,6 +644,9 @@ def private_kmeans(
     >>> rel.ok, rel.strategy, bool(np.abs(rel.centers - truth[np.lexsort(truth.T[::-1])]).max() < 1.0)
     (True, 'coreset', True)
     """
+    from ..engines.unit_rows import bound_points  # user level: one vector per unit
+
+    points, rng = bound_points("private_kmeans", points, units, max_rows_per_unit, rng)
     return _private_kmeans(points, k, epsilon, delta, radius, rng, ledger, parts, n_init, strategy)
 
 

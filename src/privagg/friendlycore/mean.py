@@ -556,6 +556,8 @@ def private_mean(
     calibration: str = "gaussian",
     ledger: Any = None,
     m_locate: int = M_LOCATE,
+    units: Any = None,
+    max_rows_per_unit: int = 1,
 ) -> MeanRelease:
     """Differentially private mean of points in ℝ^d, with no prior bound on where they lie.
 
@@ -593,6 +595,13 @@ def private_mean(
         Charged ``release.privacy_loss`` after validation, before any noise is drawn.
     m_locate : int
         Expected size of the locate subsample, 50 to 16384.
+    units : array-like, optional
+        The privacy unit of each row (aligned with ``points``). Given: user level — the rows
+        become one vector per unit (:mod:`privagg.engines.unit_rows`) and the guarantee is
+        for adding/removing one unit with all its rows (proof: docs/proofs/mean.md §10).
+    max_rows_per_unit : int
+        k >= 1 (only with ``units``): a unit's vector is the average of k of its rows sampled
+        uniformly without replacement (all rows if fewer); 1 (default): one sampled row.
 
     Returns
     -------
@@ -624,6 +633,9 @@ def private_mean(
     >>> rel.ok, bool(np.abs(rel.mean - 100.0).max() < 0.5)
     (True, True)
     """
+    from ..engines.unit_rows import bound_points  # user level: one vector per unit
+
+    points, rng = bound_points("private_mean", points, units, max_rows_per_unit, rng)
     return _private_mean(points, epsilon, delta, radius, alpha, rng, calibration, ledger, m_locate)
 
 

@@ -1095,6 +1095,7 @@ def stable_histogram(
     max_keys_per_unit: int = 1,
     max_rows_per_key: int = 1,
     column: str | None = None,
+    selection: str = "threshold",
 ) -> HistogramRelease:
     """Stability-based histogram: noisy counts of the present keys, kept iff noisy count ≥ T.
 
@@ -1133,6 +1134,13 @@ def stable_histogram(
         then). The counts' scale is ℓ0ℓ∞/ε_c, the total's ℓ0ℓ∞/ε_n, and T the smallest integer
         with 1 − (1 − P[Z ≥ T − ℓ∞])^{ℓ0} ≤ δ (one unit can create up to ℓ0 new keys of count
         ≤ ℓ∞; docs/proofs/histograms.md §7). n̂ perturbs the sum of the bounded counts.
+    selection : {"threshold", "optimal"}
+        ``"threshold"`` (default): the noisy counts are thresholded at T. ``"optimal"`` (with
+        ``units`` and ℓ0 = 1 only): the keys are chosen by the optimal partition selection of
+        Desfontaines et al. (:mod:`privagg.mechanisms.partition_selection`) on their numbers of
+        distinct units at (ε_c/2, δ), and the kept keys' bounded counts get discrete Laplace
+        noise of scale 2ℓ∞/ε_c (the other ε_c/2); ε_n and the charge are as above
+        (docs/proofs/histograms.md §8). ``threshold`` is then 0 (no threshold).
 
     Returns
     -------
@@ -1183,11 +1191,49 @@ def stable_histogram(
     params = StableHistogramParams.build(
         epsilon, delta, neighbors, threshold, total_epsilon_share=total_epsilon_share, where=where, bounds=bounds
     )
+    check_choice(where, "selection", selection, ("threshold", "optimal"))
+    if selection == "optimal":
+        return _optimal_release(where, data, units, bounds, params, resolve_rng(rng, where)[0], ledger)
     if bounds is None:
         resolve_rng(rng, where)
         return _stable_release(count_keys(data, where), params, rng, ledger)
     gen, _ = resolve_rng(rng, where)
     return _stable_release(_bounded(where, data, units, bounds, gen), params, gen, ledger, _unit_name(units))
+
+
+def _optimal_release(where: str, data: Any, units: Any, bounds: tuple[int, int] | None,
+                     params: StableHistogramParams, gen: Any, ledger: Any) -> HistogramRelease:
+    """selection="optimal": keys by the optimal partition selection on distinct-unit counts at
+    (ε_c/2, δ), counts with DL(2ℓ∞/ε_c) noise, the noisy total as in the threshold release."""
+    from ..engines.base import Bounding, draw_secret
+    from ..engines.numpy_engine import NumpyEngine
+    from .partition_selection import select
+
+    if bounds is None or bounds[0] != 1:
+        raise fail(where, "selection", "'optimal' only with units and max_keys_per_unit=1", "optimal")
+    eps_sel = params.counts_epsilon / 2
+    from .partition_selection import keep_numerators
+
+    keep_numerators(eps_sel, Fraction(params.delta), where=where)  # validates ε_sel before the charge
+    engine = NumpyEngine(data, units, where=where)
+    secret = draw_secret(gen)
+    bc = engine.bounded_counts(Bounding(1, bounds[1], secret)).key_counts
+    # the same secret keeps the same key per unit: ℓ∞ = 1 counts are its distinct units
+    uc = bc if bounds[1] == 1 else engine.bounded_counts(Bounding(1, 1, secret)).key_counts
+    _charge(ledger, params, where)
+    keep = select(uc.counts, eps_sel, Fraction(params.delta), gen)
+    count_scale = 2 * params.scale
+    noisy = np.asarray(bc.counts, dtype=np.int64) + discrete_laplace(count_scale, size=len(bc.counts), rng=gen)
+    keys, kept = _kept_keys(bc.keys, keep), noisy[keep]
+    order = sort_order(keys)
+    keys, kept = keys[order], kept[order]
+    noisy_total = int(bc.n) + int(discrete_laplace(params.total_scale, size=1, rng=gen)[0])
+    return HistogramRelease(
+        mechanism=where, keys=keys, counts=kept, frequencies=_frequencies(kept, _total_denominator(noisy_total)),
+        epsilon=params.epsilon, delta=params.delta, neighbors=params.neighbors, scale=float(count_scale),
+        threshold=0, n=None, secure=resolve_rng(gen, where)[1], params=params, noisy_total=noisy_total,
+        unit=_unit_name(units),
+    )
 
 
 def stable_histogram_from_counts(
