@@ -1,8 +1,8 @@
 """The Spark engine (local mode): same counts as numpy and DuckDB, same released laws, noise in the
 tasks (one stream per partition, non-deterministic stage, one materialisation), retries, errors.
 
-One SparkSession for the whole module (``local[2,2]``: 2 threads, a failed task is retried once),
-4 shuffle partitions, small data. Skipped when pyspark is not installed.
+One SparkSession for all Spark tests (tests/engines/conftest.py; ``local[2,2]``: 2 threads, a
+failed task is retried once), 4 shuffle partitions, small data. Skipped without pyspark.
 
 Statistical tests: fixed seeds (printed), each with false-failure rate ≤ 1e-3, each with a
 negative control that the same test rejects.
@@ -34,15 +34,6 @@ from privagg.noise.distributions import DiscreteLaplace  # noqa: E402
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
 
 ALPHA = 1e-3
-
-
-@pytest.fixture(scope="module")
-def spark():
-    session = se.spark_session("local[2,2]", {"spark.sql.shuffle.partitions": "4",
-                                              "spark.default.parallelism": "2",
-                                              "spark.sql.session.timeZone": "UTC"}, app_name="privagg-tests")
-    yield session
-    session.stop()
 
 
 @pytest.fixture(scope="module")

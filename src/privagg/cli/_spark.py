@@ -3,7 +3,8 @@
 Order of work (as with DuckDB, so that errors come early and only from public inputs): the
 options (``--spark-conf k=v`` parsed here) → Spark started (``--spark-master``, ``local[*]`` by
 default) → the Parquet file's schema → the domain file (cast exactly to the column's type) →
-the ledger → the count (job 1) → the charge → noise and threshold in the tasks (job 2). FILE is
+the ledger → the count (job 1; with ``--privacy-unit`` the bounded count, the unit column checked
+with the schema) → the charge → noise and threshold in the tasks (job 2). FILE is
 a Parquet file or a directory of Parquet files, local or any URI Spark reads (``hdfs://``,
 ``s3a://``, …); CSV is read by the DuckDB engine only.
 """
@@ -66,9 +67,13 @@ def _domain_lines(path: Path, column: str, where: str) -> list[str]:
 def spark_histogram(
     stack: ExitStack, file: Path, column: str, *, mechanism: str, epsilon: float, delta: float | None,
     neighbors: str, threshold: str | None, domain: Path | None, ledger: Path | None, master: str | None,
-    conf: dict[str, str],
+    conf: dict[str, str], privacy_unit: str | None = None, bounds: tuple[int, int] | None = None,
 ) -> Any:
-    """The release of ``privagg histogram FILE --engine spark`` (ledger charged inside, before noise)."""
+    """The release of ``privagg histogram FILE --engine spark`` (ledger charged inside, before noise).
+
+    With ``privacy_unit`` (its column checked with the schema, before the ledger): user-level
+    bounding in Spark with ``bounds`` = (ℓ0, ℓ∞) and a secret from the CSPRNG (``rng=None``).
+    """
     from ..accounting import Ledger
     from ..engines import spark as se
 
@@ -95,13 +100,20 @@ def spark_histogram(
         raise ParameterError(f"histogram: parameter 'file' must be a Parquet file or directory Spark can "
                              f"read (it could not be read as one); got {path!r}.") from None
     info = se.describe_column(frame, column, where="histogram")
+    user: dict[str, Any] = {}
+    if privacy_unit is not None:
+        se.describe_column(frame, privacy_unit, where="histogram", name="privacy-unit")
+        l0, linf = bounds if bounds is not None else (1, 1)
+        user = {"units": privacy_unit, "max_keys_per_unit": l0, "max_rows_per_key": linf}
     domain_keys = None
     if domain is not None:
         domain_keys = se.spark_domain(info, _domain_lines(domain, column, mechanism), mechanism)
     opened = None if ledger is None else stack.enter_context(Ledger(ledger))
-    charged = _guard.charging(opened, command="histogram", file=str(file), column=column, engine="spark")
+    context = {} if privacy_unit is None else {"privacy_unit": privacy_unit}
+    charged = _guard.charging(opened, command="histogram", file=str(file), column=column, engine="spark",
+                              **context)
     if domain_keys is not None:
         return se.laplace_histogram(frame, column=column, epsilon=epsilon, domain=domain_keys,
-                                    neighbors=neighbors, rng=None, ledger=charged)
+                                    neighbors=neighbors, rng=None, ledger=charged, **user)
     return se.stable_histogram(frame, column=column, epsilon=epsilon, delta=delta, neighbors=neighbors,
-                               threshold=threshold, rng=None, ledger=charged)
+                               threshold=threshold, rng=None, ledger=charged, **user)

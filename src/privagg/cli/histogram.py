@@ -137,9 +137,6 @@ def histogram(
     if engine != "spark" and (spark_master is not None or spark_conf):
         raise _validate.fail("histogram", "spark-master" if spark_master is not None else "spark-conf",
                              "given with --engine spark only", spark_master or spark_conf[0])
-    if engine == "spark" and privacy_unit is not None:
-        raise _validate.fail("histogram", "privacy-unit", "omitted with --engine spark (user-level bounding in "
-                             "Spark is not available yet)", privacy_unit)
     conf = _spark.parse_conf("histogram", spark_conf)
     if plot is not None:
         plot = plot_target("histogram", "plot", plot)
@@ -149,7 +146,7 @@ def histogram(
             release = _spark.spark_histogram(
                 stack, file, column, mechanism=mechanism, epsilon=eps, delta=None if domain is not None else dlt,
                 neighbors=neighbors, threshold=threshold, domain=domain, ledger=ledger, master=spark_master,
-                conf=conf)
+                conf=conf, privacy_unit=privacy_unit, bounds=bounds)
         _show(release, file=file, column=column, as_json=as_json, beta=b, rows=rows, plot=plot)
         return
     info = duckdb_engine.describe_column(file, column, where="histogram", csv=csv)

@@ -52,7 +52,30 @@ What is public: the DataFrame's schema (column names and types), the Spark confi
 the number of partitions. Errors name those and never quote Spark's messages (which may hold
 values of the data).
 
-Not yet: user-level bounding (``units=``), means and k-means on Spark.
+User level (``units=`` a column name of the same DataFrame; :class:`SparkEngine`). Each unit
+keeps at most ℓ0 of its keys and at most ℓ∞ rows per key, as in every engine
+(:mod:`privagg.engines.base`, docs/proofs/histograms.md §7), with the priority
+
+    π(u, k) = xxhash64(s, u, k)      (Spark's xxhash64: k hashed with seed xxhash64(u, xxhash64(s)))
+
+Spark cannot evaluate DuckDB's ``hash()``, so the kept subsets are **not bit-identical** with the
+numpy/DuckDB engines' for the same secret; the **law is the same**: for a fresh secret s, each
+unit keeps a (pseudo-)uniformly random subset of ℓ0 of its keys (all of them if it has ≤ ℓ0),
+independently across units, and the kept set of a unit depends only on its own rows and on s
+(adding or removing a unit changes no other unit's rows, for any s: the privacy proof's
+property). When every unit has ≤ ℓ0 keys and ≤ ℓ∞ rows per key nothing is dropped and all
+engines agree exactly. Plans: ℓ0 = ℓ∞ = 1: ``min_by(key, π)`` per unit, then a count per key
+(one hash aggregate, no sort); otherwise ``least(count(*), ℓ∞)`` per (unit, key) pair,
+``min_by(struct(key, c), π, ℓ0)`` per unit (Spark's top-ℓ0 aggregate, the equivalent of
+``row_number() OVER (PARTITION BY unit ORDER BY π) ≤ ℓ0`` without a sort), then a sum per key.
+The secret s is drawn from the release's generator (the CSPRNG unless seeded) and enters the
+plan as a one-row DataFrame built from a Python list (a ``LogicalRDD``, broadcast-joined): it
+is never a literal of the plan, so ``explain()``, the SQL tab of the UI and the event log do
+not show it (executors compute π, so they hold it). privagg never logs a plan. The stable
+histogram's bounded counts stay on the executors like the record-level counts (only n, the sum
+of the bounded counts, and the released keys reach the driver).
+
+Not yet: means and k-means on Spark (:meth:`SparkEngine.clamp_sum` is their building block).
 """
 
 from __future__ import annotations
@@ -67,7 +90,8 @@ import numpy as np
 from .._validate import check_choice, check_epsilon, fail
 from ..errors import ParameterError
 from ..noise.rng import SecureGenerator, resolve_rng
-from .counting import Domain, KeyCounts, as_domain
+from .base import BoundedCounts, Bounding, Engine, draw_secret
+from .counting import Domain, KeyCounts, as_domain, sort_order
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -196,8 +220,9 @@ class SparkColumn:
         return type(self.spark_type).__name__
 
 
-def describe_column(data: Any, column: Any, *, where: str = "spark") -> SparkColumn:
-    """Check that ``data`` is a Spark DataFrame with a scalar column ``column`` (schema only).
+def describe_column(data: Any, column: Any, *, where: str = "spark", name: str = "column") -> SparkColumn:
+    """Check that ``data`` is a Spark DataFrame with a scalar column ``column`` (schema only);
+    ``name`` is the parameter named in errors (``"units"`` for the unit column).
 
     Raises
     ------
@@ -210,19 +235,19 @@ def describe_column(data: Any, column: Any, *, where: str = "spark") -> SparkCol
     if not is_spark_dataframe(data):
         raise fail(where, "data", "a Spark DataFrame", f"<{type(data).__module__}.{type(data).__qualname__}>")
     if not isinstance(column, str) or not column:
-        raise fail(where, "column", "a non-empty column name of the Spark DataFrame", column)
+        raise fail(where, name, "a non-empty column name of the Spark DataFrame", column)
     fields = {f.name: f.dataType for f in data.schema.fields}
     if column not in fields:
-        names = ", ".join(repr(name) for name in list(fields)[:12])
+        names = ", ".join(repr(f) for f in list(fields)[:12])
         if len(fields) > 12:
             names += f", ... ({len(fields)} columns)"
-        raise fail(where, "column", f"a column of the DataFrame ({names})", column)
+        raise fail(where, name, f"a column of the DataFrame ({names})", column)
     spark_type = fields[column]
-    name = type(spark_type).__name__
-    if name in _REFUSED:
-        raise fail(where, "column", "a column of scalar keys (not binary, array, map, struct or variant)",
+    type_name = type(spark_type).__name__
+    if type_name in _REFUSED:
+        raise fail(where, name, "a column of scalar keys (not binary, array, map, struct or variant)",
                    f"{column!r} of type {spark_type.simpleString()}")
-    key_type = spark_type if name in _NATIVE else StringType()
+    key_type = spark_type if type_name in _NATIVE else StringType()
     return SparkColumn(frame=data, column=column, spark_type=spark_type, key_type=key_type)
 
 
@@ -277,24 +302,127 @@ def count_keys(data: Any, column: str, *, where: str = "count_keys") -> KeyCount
     return KeyCounts(keys=_keys_to_numpy(keys.filter(present)), counts=counts[present], n=n)
 
 
-class SparkEngine:
-    """The engine interface (:mod:`privagg.engines.base` on the units branch) for Spark: the
-    record-level count and the clamped sum; user-level bounding is not implemented yet."""
+def _priority(secret: Column, unit: Column, key: Column) -> Column:
+    """π(u, k) = xxhash64(s, u, k): the bounding priority in Spark (NULL inputs are skipped by
+    xxhash64, so the missing unit and the ``other`` pseudo-key get priorities too)."""
+    from pyspark.sql import functions as F
+
+    return F.xxhash64(secret, unit, key)
+
+
+def _secret_frame(spark: SparkSession, secret: int) -> DataFrame:
+    """A one-row DataFrame (column ``s``, the secret as a signed 64-bit integer), built from a
+    Python list: a ``LogicalRDD`` whose value is in no plan string (unlike a literal)."""
+    signed = secret - (1 << 64) if secret >= 1 << 63 else secret
+    with _Quiet():
+        return spark.createDataFrame([(signed,)], "s long")
+
+
+class SparkEngine(Engine):
+    """The engine interface (:mod:`privagg.engines.base`) for a key column of a Spark DataFrame
+    and, at user level, a unit column ``units`` of the same DataFrame (module docstring)."""
 
     name = "spark"
 
-    def __init__(self, data: Any, column: str, *, where: str = "spark") -> None:
+    def __init__(self, data: Any, column: str, units: str | None = None, *, where: str = "spark") -> None:
         self.info = describe_column(data, column, where=where)
+        self.unit_info = None if units is None else describe_column(data, units, where=where, name="units")
         self.where = where
 
     def count_keys(self) -> KeyCounts:
         return count_keys(self.info.frame, self.info.column, where=self.where)
 
-    def bounded_counts(self, *args: Any, **kwargs: Any) -> Any:
-        raise ParameterError(f"{self.where}: user-level bounding (units=) is not available on Spark yet")
+    # ---- user level ------------------------------------------------------------------------
+
+    def _source(self, domain: Domain | None, keep_other: bool) -> DataFrame:
+        """(u, k): canonical unit and key of every row; with a domain, k is the key's index in
+        it (NULL outside it); k NULL is the ``other`` pseudo-key, dropped unless ``keep_other``."""
+        from pyspark.sql import functions as F
+
+        if self.unit_info is None:
+            raise ParameterError(f"{self.where}: a unit column (units=) is required at user level")
+        frame = self.info.frame.select(_key(self.unit_info).alias("u"), _key(self.info).alias("k"))
+        if domain is not None:
+            frame = (frame.join(F.broadcast(self._domain_frame(domain).withColumnRenamed("key", "k")),
+                                on="k", how="left")
+                     .select("u", F.col("idx").alias("k")))
+        return frame if keep_other else frame.where(F.col("k").isNotNull())
+
+    def _domain_frame(self, domain: Domain) -> DataFrame:
+        """(idx, key): the domain as a small DataFrame of the key's type (broadcast by joins)."""
+        import pyarrow as pa
+        from pyspark.sql.pandas.types import to_arrow_type
+
+        table = pa.table({"idx": pa.array(np.arange(domain.size, dtype=np.int64)),
+                          "key": pa.array(_arrow_domain(domain.keys), type=to_arrow_type(self.info.key_type))})
+        with _Quiet():
+            return self.info.frame.sparkSession.createDataFrame(table)
+
+    def kept_pairs(self, bounding: Bounding, *, domain: Domain | None = None, keep_other: bool = False) -> DataFrame:
+        """(u, k, c): the (unit, key) pairs each unit keeps and their contributions c ≤ ℓ∞ (lazy)."""
+        from pyspark.sql import functions as F
+
+        l0, linf = bounding.max_keys_per_unit, bounding.max_rows_per_key
+        source = self._source(domain, keep_other)
+        secret = F.broadcast(_secret_frame(source.sparkSession, bounding.secret))
+        prio = _priority(F.col("s"), F.col("u"), F.col("k"))
+        if l0 == 1 and linf == 1 and not keep_other:  # one hash aggregate over the rows
+            top = source.crossJoin(secret).groupBy("u").agg(F.min_by("k", prio).alias("k"))
+            return top.select("u", "k", F.lit(1).cast("long").alias("c"))
+        pairs = source.groupBy("u", "k").agg(F.least(F.count(F.lit(1)), F.lit(linf).cast("long")).alias("c"))
+        pairs = pairs.crossJoin(secret)
+        kc = F.struct("k", "c")
+        if l0 == 1:
+            top = pairs.groupBy("u").agg(F.min_by(kc, prio).alias("kc"))
+        else:
+            top = pairs.groupBy("u").agg(F.min_by(kc, prio, l0).alias("top")).select(
+                "u", F.explode("top").alias("kc"))
+        return top.select("u", "kc.k", "kc.c")
+
+    def bounded_frame(self, bounding: Bounding, *, domain: Domain | None = None,
+                      keep_other: bool = False) -> DataFrame:
+        """(key, count): the bounded count of every key with a kept row (key NULL: ``other``;
+        with a domain, key is the index in it). Lazy: nothing runs until an action."""
+        from pyspark.sql import functions as F
+
+        pairs = self.kept_pairs(bounding, domain=domain, keep_other=keep_other)
+        return pairs.groupBy(F.col("k").alias("key")).agg(F.sum("c").cast("long").alias("count"))
+
+    def _domain(self, domain: Any) -> Domain | None:
+        return None if domain is None else spark_domain(self.info, domain, self.where)
+
+    def bounded_counts(self, bounding: Bounding, *, domain: Any = None, keep_other: bool = False) -> BoundedCounts:
+        dom = self._domain(domain)
+        with _Quiet():
+            try:
+                table = self.bounded_frame(bounding, domain=dom, keep_other=keep_other).toArrow()
+            except _spark_errors() as exc:
+                raise _spark_failure(self.where, exc) from None
+        counts = table.column("count").to_numpy().astype(np.int64)
+        keys = table.column("key")
+        present = np.asarray(keys.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        other = int(counts[~present].sum())
+        if dom is None:
+            values = _keys_to_numpy(keys.filter(present))
+        else:
+            values = np.asarray(dom.keys)[keys.filter(present).to_numpy().astype(np.intp)]
+        kept = counts[present]
+        order = sort_order(values)  # a canonical order: noise is drawn key by key in this order
+        return BoundedCounts(KeyCounts(keys=values[order], counts=kept[order], n=int(counts.sum())), other)
 
     def keys_per_unit(self, cap: int) -> np.ndarray:
-        raise ParameterError(f"{self.where}: user-level bounding (units=) is not available on Spark yet")
+        from pyspark.sql import functions as F
+
+        per_unit = self._source(None, False).groupBy("u").agg(
+            F.least(F.countDistinct("k"), F.lit(int(cap)).cast("long")).alias("j"))
+        with _Quiet():
+            try:
+                table = per_unit.groupBy("j").agg(F.count(F.lit(1)).alias("units")).toArrow()
+            except _spark_errors() as exc:
+                raise _spark_failure(self.where, exc) from None
+        out = np.zeros(cap + 1, dtype=np.int64)
+        out[table.column("j").to_numpy().astype(np.intp)] = table.column("units").to_numpy()
+        return out
 
     def clamp_sum(self, lower: float, upper: float) -> float:
         raise ParameterError(f"{self.where}: clipped sums are not available on Spark yet")
@@ -405,12 +533,13 @@ def _collect(frame: DataFrame) -> pa.Table:
         return frame.toArrow()
 
 
-def _persisted_counts(info: SparkColumn, where: str) -> tuple[DataFrame, int]:
-    """The grouped counts, persisted on the executors, and n (one job, before any charge)."""
+def _persisted_counts(grouped: DataFrame, where: str) -> tuple[DataFrame, int]:
+    """The (key, count) frame persisted on the executors, and n = Σ count (one job, before any
+    charge): the grouped counts (record level) or the bounded counts (user level)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    counts = _grouped(info).persist(StorageLevel.MEMORY_AND_DISK)
+    counts = grouped.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         with _Quiet():
             row = counts.agg(F.sum("count").cast("long").alias("n")).collect()[0]
@@ -431,29 +560,39 @@ def stable_histogram(
     total_epsilon_share: Any = None,
     rng: Any = None,
     ledger: Any = None,
+    units: str | None = None,
+    max_keys_per_unit: int = 1,
+    max_rows_per_key: int = 1,
     _fault: str | None = None,
 ) -> HistogramRelease:
     """:func:`privagg.mechanisms.histogram.stable_histogram` of ``data[column]``, noise in the cluster.
 
     Same parameters, guarantee and release as the local engines (see the module docstring for
-    what runs where). ``_fault`` (tests only): a directory; the first attempt of every noise task
-    writes a marker file there and fails, so that Spark retries it.
+    what runs where). ``units``: the unit column's name (user level, add/remove of one unit);
+    the bounded counts stay on the executors. ``_fault`` (tests only): a directory; the first
+    attempt of every noise task writes a marker file there and fails, so that Spark retries it.
     """
-    from ..mechanisms.histogram import StableHistogramParams, stable_histogram_from_draw
+    from ..mechanisms.histogram import StableHistogramParams, _check_bounds, stable_histogram_from_draw
 
     where = "stable_histogram"
+    bounds = _check_bounds(where, units, max_keys_per_unit, max_rows_per_key)
     params = StableHistogramParams.build(
-        epsilon, delta, neighbors, threshold, total_epsilon_share=total_epsilon_share, where=where
+        epsilon, delta, neighbors, threshold, total_epsilon_share=total_epsilon_share, where=where, bounds=bounds
     )
     randomness, gen, secure = task_randomness(rng, where)
     info = describe_column(data, column, where=where)
-    counts, n = _persisted_counts(info, where)
+    if bounds is None:
+        grouped = _grouped(info)
+    else:  # the secret from the release's generator (the CSPRNG unless seeded), never shown
+        engine = SparkEngine(data, column, units, where=where)
+        grouped = engine.bounded_frame(Bounding(bounds[0], bounds[1], draw_secret(gen)))
+    counts, n = _persisted_counts(grouped, where)
     try:
         def draw() -> tuple[np.ndarray, np.ndarray]:
             table = _collect(noised(counts, params, randomness, fault=_fault))  # the one evaluation
             return _keys_to_numpy(table.column("key")), table.column("count").to_numpy().astype(np.int64)
 
-        return stable_histogram_from_draw(n, draw, params, rng=gen, secure=secure, ledger=ledger)
+        return stable_histogram_from_draw(n, draw, params, rng=gen, secure=secure, ledger=ledger, unit=units)
     finally:
         counts.unpersist()
 
@@ -496,22 +635,35 @@ def laplace_histogram(
     other: bool = False,
     rng: Any = None,
     ledger: Any = None,
+    units: str | None = None,
+    max_keys_per_unit: int = 1,
+    max_rows_per_key: int = 1,
 ) -> HistogramRelease:
     """:func:`privagg.mechanisms.histogram.laplace_histogram` of ``data[column]``: counts of the
-    domain keys by a broadcast join in Spark, noise on the driver (module docstring)."""
+    domain keys by a broadcast join in Spark, noise on the driver (module docstring). ``units``:
+    the unit column's name (user level: bounded counts of the domain keys and of ``other``)."""
     import pyarrow as pa
     from pyspark.sql import functions as F
 
-    from ..mechanisms.histogram import _check_other, laplace_histogram_from_counts
+    from ..mechanisms.histogram import LaplaceHistogramParams, _check_bounds, _check_other, laplace_histogram_from_counts
 
     where = "laplace_histogram"
     check_epsilon(where, epsilon)
     check_choice(where, "neighbors", neighbors, ("replace", "add_remove"))
+    bounds = _check_bounds(where, units, max_keys_per_unit, max_rows_per_key)
     as_domain(domain, where)
-    _check_other(where, other)
-    resolve_rng(rng, where)
+    with_other = _check_other(where, other)
+    gen, _ = resolve_rng(rng, where)
     info = describe_column(data, column, where=where)
     dom = spark_domain(info, domain, where)
+    if bounds is not None:
+        LaplaceHistogramParams.build(epsilon, neighbors, dom.size + int(with_other), where=where, bounds=bounds)
+        engine = SparkEngine(data, column, units, where=where)
+        key_counts = engine.bounded_counts(Bounding(bounds[0], bounds[1], draw_secret(gen)), domain=dom,
+                                           keep_other=with_other).key_counts
+        return laplace_histogram_from_counts(
+            key_counts, epsilon=epsilon, domain=dom, neighbors=neighbors, other=other, rng=gen, ledger=ledger,
+            max_keys_per_unit=bounds[0], max_rows_per_key=bounds[1], unit=units)
     spark = info.frame.sparkSession
     from pyspark.sql.pandas.types import to_arrow_type
 

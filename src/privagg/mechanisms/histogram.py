@@ -886,6 +886,13 @@ def _spark_input(where: str, data: Any, column: Any) -> bool:
     return False
 
 
+def _spark_units(where: str, units: Any) -> None:
+    """With a Spark DataFrame, ``units`` is the name of a column of it (or None)."""
+    if units is not None and not (isinstance(units, str) and units):
+        raise fail(where, "units", "the name of a column of the Spark DataFrame (the privacy unit)",
+                   f"<{type(units).__module__}.{type(units).__qualname__}>")
+
+
 def laplace_histogram(
     data: Any,
     *,
@@ -931,7 +938,7 @@ def laplace_histogram(
         Charged with ε after validation and counting, before any noise is drawn.
     units : array-like, optional
         The privacy unit of each record (aligned with ``data``; a missing unit is one more
-        unit). Given: user-level privacy with contribution bounding — each unit keeps at most
+        unit); with a Spark DataFrame, the name of its unit column. Given: user-level privacy with contribution bounding — each unit keeps at most
         ``max_keys_per_unit`` (ℓ0) of its keys (the ``other`` bin counting as a key) and at most
         ``max_rows_per_key`` (ℓ∞) rows per key, chosen uniformly at random (keyed by a secret
         drawn from ``rng``); the noise scale becomes 2ℓ0ℓ∞/ε (replace) or ℓ0ℓ∞/ε (add/remove),
@@ -973,12 +980,11 @@ def laplace_histogram(
     if _spark_input(where, data, column):  # the Spark engine (privagg[spark]): same core, below
         from ..engines import spark
 
-        if units is not None:
-            raise fail(where, "units", "omitted with a Spark DataFrame (user-level bounding in Spark is not "
-                       "available yet)", "a unit column")
-        neighbors = _resolve_neighbors(where, neighbors, False)
+        _spark_units(where, units)
+        neighbors = _resolve_neighbors(where, neighbors, units is not None)
         return spark.laplace_histogram(data, column=column, epsilon=epsilon, domain=domain, neighbors=neighbors,
-                                       other=other, rng=rng, ledger=ledger)
+                                       other=other, rng=rng, ledger=ledger, units=units,
+                                       max_keys_per_unit=max_keys_per_unit, max_rows_per_key=max_rows_per_key)
     check_epsilon(where, epsilon)
     bounds = _check_bounds(where, units, max_keys_per_unit, max_rows_per_key)
     neighbors = _resolve_neighbors(where, neighbors, bounds is not None)
@@ -1140,7 +1146,8 @@ def stable_histogram(
         Desfontaines et al. (:mod:`privagg.mechanisms.partition_selection`) on their numbers of
         distinct units at (ε_c/2, δ), and the kept keys' bounded counts get discrete Laplace
         noise of scale 2ℓ∞/ε_c (the other ε_c/2); ε_n and the charge are as above
-        (docs/proofs/histograms.md §8). ``threshold`` is then 0 (no threshold).
+        (docs/proofs/histograms.md §8). ``threshold`` is then 0 (no threshold). Not with a
+        Spark DataFrame (an error there).
 
     Returns
     -------
@@ -1178,13 +1185,15 @@ def stable_histogram(
     if _spark_input(where, data, column):  # the Spark engine: noise and threshold in the cluster
         from ..engines import spark
 
-        if units is not None:
-            raise fail(where, "units", "omitted with a Spark DataFrame (user-level bounding in Spark is not "
-                       "available yet)", "a unit column")
-        neighbors = _resolve_neighbors(where, neighbors, False)
+        _spark_units(where, units)
+        check_choice(where, "selection", selection, ("threshold", "optimal"))
+        if selection != "threshold":  # not implemented in the cluster (it is not silently ignored)
+            raise fail(where, "selection", "'threshold' with a Spark DataFrame", selection)
+        neighbors = _resolve_neighbors(where, neighbors, units is not None)
         return spark.stable_histogram(data, column=column, epsilon=epsilon, delta=delta, neighbors=neighbors,
                                       threshold=threshold, total_epsilon_share=total_epsilon_share, rng=rng,
-                                      ledger=ledger)
+                                      ledger=ledger, units=units, max_keys_per_unit=max_keys_per_unit,
+                                      max_rows_per_key=max_rows_per_key)
     check_epsilon(where, epsilon)
     bounds = _check_bounds(where, units, max_keys_per_unit, max_rows_per_key)
     neighbors = _resolve_neighbors(where, neighbors, bounds is not None)

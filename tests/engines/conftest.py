@@ -1,0 +1,18 @@
+"""The one local-mode SparkSession of the Spark tests (session scope: both Spark test modules run
+in one xdist group, ``--dist loadgroup``, so the JVM starts once per test run)."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark():
+    pytest.importorskip("pyspark")
+    from privagg.engines import spark as se
+
+    session = se.spark_session("local[2,2]", {"spark.sql.shuffle.partitions": "4",
+                                              "spark.default.parallelism": "2",
+                                              "spark.sql.session.timeZone": "UTC"}, app_name="privagg-tests")
+    yield session
+    session.stop()
