@@ -270,3 +270,31 @@ def test_cli_privacy_unit_same_as_duckdb(spark, tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "'privacy-unit'" in bad.stderr
     with Ledger(ledger) as opened:
         assert len(opened.charges()) == 2
+
+
+# --------------------------------------------------------------------------------------------
+# clipped sums (the building block of private_mean on Spark)
+# --------------------------------------------------------------------------------------------
+
+
+def test_clamp_sum_grid_exact_beyond_long(spark) -> None:
+    """Grid integers of 2^62 each, 8 rows: the sum 2^65 is exact (a long would overflow: control,
+    numpy's int64 sum wraps; 2^62 is also a double whose shortest text loses digits, so a direct
+    DOUBLE → DECIMAL cast would be wrong). Random values: rint on the grid and the float sum as
+    numpy's."""
+    big = spark.createDataFrame([(2.0 ** 62,)] * 8 + [(float("nan"),), (None,)], "x double")
+    engine = se.SparkEngine(big, "x")
+    assert engine.clamp_sum_grid(0.0, 2.0 ** 62, 0) == 8 * 2 ** 62
+    assert int(np.full(8, 2 ** 62, dtype=np.int64).sum()) != 8 * 2 ** 62  # control: int64 wraps
+    rng = np.random.default_rng(12)
+    x = rng.normal(0, 3, 5000)
+    df = spark.createDataFrame([(float(v),) for v in x], "x double")
+    engine = se.SparkEngine(df, "x")
+    lo, hi, e = -4.0, 5.5, -10
+    expected = int(np.rint(np.clip(x, lo, hi) * 2.0 ** -e).astype(np.int64).sum())
+    assert engine.clamp_sum_grid(lo, hi, e) == expected
+    assert engine.clamp_sum(lo, hi) == pytest.approx(NumpyEngine(x).clamp_sum(lo, hi), rel=1e-12)
+    with pytest.raises(ParameterError, match="'exponent'"):
+        engine.clamp_sum_grid(lo, hi, -70)  # 5.5·2^70 > 2^63
+    with pytest.raises(ParameterError, match="numeric"):
+        se.SparkEngine(spark.range(3).selectExpr("CAST(id AS STRING) AS s"), "s").clamp_sum(0.0, 1.0)
