@@ -18,8 +18,10 @@ present in the data gets the priority
 
     π(u, k) = hash(hash(s, hash(u), hash(k)))
 
-where ``hash`` is DuckDB's 64-bit ``hash()`` (both engines evaluate it in DuckDB, so they agree
-bit for bit) and s is a 64-bit secret drawn from the release's generator (the CSPRNG unless a
+where ``hash`` is DuckDB's 64-bit ``hash()`` (the numpy and DuckDB engines both evaluate it in
+DuckDB, so they agree bit for bit; the Spark engine, which cannot compute DuckDB's hash, uses
+``xxhash64(s, u, k)``: the same law — a uniformly random ℓ0-subset per unit, independent across
+units — but other subsets for the same secret) and s is a 64-bit secret drawn from the release's generator (the CSPRNG unless a
 seed is given) and never printed. A unit keeps its ℓ0 pairs of smallest priority; a kept pair
 contributes min(rows, ℓ∞) to its key's count (rows of one (unit, key) pair are interchangeable
 for a count, so which of them are kept does not matter). The kept set of a unit depends only on
