@@ -278,22 +278,28 @@ def _beta_all(beta: float, m: int) -> float:
 NoiseLaw = DiscreteLaplace | DiscreteGaussian
 
 
+def _as_law(law: NoiseLaw | Fraction) -> NoiseLaw:
+    """A law as given, or a discrete Laplace scale t (the helpers' older calling form)."""
+    return law if isinstance(law, (DiscreteLaplace, DiscreteGaussian)) else DiscreteLaplace(law)
+
+
 @functools.lru_cache(maxsize=1024)
-def _abs_quantile_all(law: NoiseLaw, m: int, beta: float) -> int:
+def _abs_quantile_all(law: NoiseLaw | Fraction, m: int, beta: float) -> int:
     """Smallest k ≥ 0 with P[max of m iid |Z_i| > k] ≤ β, up to the rounding of β'."""
-    return law.abs_quantile(_beta_all(beta, m))
+    return _as_law(law).abs_quantile(_beta_all(beta, m))
 
 
 @functools.lru_cache(maxsize=1024)
-def _abs_quantile(law: NoiseLaw, beta: float) -> int:
-    return law.abs_quantile(beta)
+def _abs_quantile(law: NoiseLaw | Fraction, beta: float) -> int:
+    return _as_law(law).abs_quantile(beta)
 
 
 @functools.lru_cache(maxsize=1024)
-def _sum_abs_quantile(law: NoiseLaw, m: int, beta: float) -> int:
+def _sum_abs_quantile(law: NoiseLaw | Fraction, m: int, beta: float) -> int:
     """s with P[|Z_1 + … + Z_m| > s] ≤ β. Discrete Gaussian: the sum is sub-Gaussian with
     variance proxy mσ² (Canonne, Kamath & Steinke 2020, the discrete Gaussian's moment
     generating function is at most N(0, σ²)'s), so s = ⌈σ·√(2m·ln(2/β))⌉ (docs/proofs/histograms.md §10)."""
+    law = _as_law(law)
     if isinstance(law, DiscreteLaplace):
         return law.sum_abs_quantile(m, beta)
     with mpmath.workdps(60):
