@@ -658,8 +658,8 @@ def auto_l0_split(epsilon: Any, neighbors: str, where: str = "laplace_histogram"
     (Fraction(1, 10), Fraction(10, 1), Fraction(9, 10))
     """
     eps = _exact_epsilon(epsilon, where)
-    eps_q = to_fraction(eps * AUTO_L0_EPSILON_SHARE, where=where, name="epsilon", direction="down")
-    eps_rest = to_fraction(eps - eps_q, where=where, name="epsilon", direction="down")
+    eps_q = to_fraction(eps * AUTO_L0_EPSILON_SHARE, where=where, direction="down", name="epsilon")
+    eps_rest = to_fraction(eps - eps_q, where=where, direction="down", name="epsilon")
     sens = _SENSITIVITY[neighbors]
     t_q = to_fraction(Fraction(sens) / eps_q, where=where, name="epsilon", direction="up")
     return Fraction(sens) / t_q, t_q, eps_rest
