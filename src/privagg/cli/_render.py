@@ -145,7 +145,14 @@ def release_payload(release: HistogramRelease, *, beta: float) -> dict[str, Any]
         "max_keys_per_unit": release.max_keys_per_unit,
         "max_rows_per_key": release.max_rows_per_key,
         "rows_dropped": None if release.unit is None else "not released",
+        # max_keys_per_unit="auto": the chosen ℓ0, its quantile, range and the ε it cost
+        "max_keys_per_unit_auto": None if release.auto_l0 is None else release.auto_l0.to_dict(),
+        "noise": _noise_name(release),
     }
+
+
+def _noise_name(release: HistogramRelease) -> str:
+    return "discrete_gaussian" if getattr(release.params, "sigma2", None) is not None else "discrete_laplace"
 
 
 def print_json(release: HistogramRelease, *, beta: float, extra: dict[str, Any] | None = None) -> None:
@@ -169,7 +176,8 @@ def summary_rows(release: HistogramRelease, *, beta: float) -> list[tuple[str, s
         ("mechanism", release.mechanism),
         ("guarantee", guarantee + (" (pure DP)" if pure else "")),
         ("neighbours", release.neighbors + (" (n public)" if release.neighbors == "replace" else " (n private)")),
-        ("noise", f"discrete Laplace, scale {format_float(release.scale)} counts"),
+        ("noise", ("discrete Gaussian, σ " if _noise_name(release) == "discrete_gaussian" else "discrete Laplace, scale ")
+         + f"{format_float(release.scale)} counts"),
         ("threshold", "none" if release.threshold is None else f"noisy count ≥ {release.threshold}"),
         ("records n", "private" if release.n is None else f"{release.n:,}"),
         *_unit_rows(release),
@@ -186,7 +194,9 @@ def _unit_rows(release: HistogramRelease) -> list[tuple[str, str]]:
         return []
     return [
         ("privacy unit", f"column '{visible(release.unit)}' (all rows of one unit)"),
-        ("bounding", f"≤ {release.max_keys_per_unit} keys per unit, ≤ {release.max_rows_per_key} rows per key"),
+        ("bounding", f"≤ {release.max_keys_per_unit} keys per unit, ≤ {release.max_rows_per_key} rows per key"
+         + ("" if release.auto_l0 is None else
+            f" (ℓ0 chosen privately, ε = {format_float(float(release.auto_l0.epsilon))} of the total)")),
         ("rows dropped", "not released (would cost budget)"),
     ]
 

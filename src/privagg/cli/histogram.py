@@ -56,7 +56,8 @@ DEFAULT_BETA = 0.05
 )
 @click.option(
     "--max-keys-per-unit", "max_keys_per_unit", default="1", show_default=True, metavar="L0",
-    help="With --privacy-unit: keys one unit may contribute to (kept uniformly at random).",
+    help="With --privacy-unit: keys one unit may contribute to (kept uniformly at random); 'auto': chosen "
+         "privately (noisy 0.9 quantile of the keys per unit, 10% of ε).",
 )
 @click.option(
     "--max-rows-per-key", "max_rows_per_key", default="1", show_default=True, metavar="LINF",
@@ -164,14 +165,21 @@ def histogram(
         user = {}
         with _progress(enabled=not as_json and sys.stderr.isatty(), label=file.name) as callback:
             engine.progress = callback
-            if bounds is None:
+            if bounds is not None and bounds[0] == "auto":  # ℓ0 chosen privately; charges once, in there
+                release = mech.auto_l0_release(
+                    engine, mechanism, epsilon=eps, max_rows_per_key=bounds[1], rng=None, ledger=charged,
+                    unit=privacy_unit, neighbors=neighbors, delta=None if domain is not None else dlt,
+                    domain=domain_keys, threshold=threshold or "tight")
+            elif bounds is None:
                 key_counts = engine.count_keys()
             else:  # the secret comes from the CSPRNG and is never shown
                 bounding = Bounding(bounds[0], bounds[1], draw_secret(secure_generator()))
                 key_counts = engine.bounded_counts(bounding, domain=domain_keys).key_counts
                 user = {"max_keys_per_unit": bounds[0], "max_rows_per_key": bounds[1], "unit": privacy_unit}
         # The mechanism charges the ledger (if any) before it draws noise.
-        if domain is not None:
+        if bounds is not None and bounds[0] == "auto":
+            pass
+        elif domain is not None:
             release = mech.laplace_histogram_from_counts(
                 key_counts, epsilon=eps, domain=domain_keys, neighbors=neighbors, rng=None, ledger=charged, **user
             )
@@ -203,14 +211,19 @@ def _show(release: object, *, file: Path, column: str, as_json: bool, beta: floa
             click.echo(f"wrote {visible(plot)}", err=True)
 
 
-def _bounds(where: str, unit: str | None, l0: str, linf: str) -> tuple[int, int] | None:
-    """(ℓ0, ℓ∞) with --privacy-unit; without it both must stay 1."""
+def _bounds(where: str, unit: str | None, l0: str, linf: str) -> tuple[int | str, int] | None:
+    """(ℓ0, ℓ∞) with --privacy-unit (ℓ0 may be "auto"); without it both must stay 1."""
+    if isinstance(l0, str) and l0.strip() == "auto":
+        if unit is None:
+            raise _validate.fail(where, "max_keys_per_unit", "left at 1 without --privacy-unit", "auto")
+        return "auto", _bounds(where, unit, "1", linf)[1]  # type: ignore[index]
     values = []
     for name, text in (("max_keys_per_unit", l0), ("max_rows_per_key", linf)):
         try:
             value = int(text.strip())
         except (ValueError, AttributeError):
-            raise _validate.fail(where, name, "an integer in [1, 1048576]", text) from None
+            rule = "an integer in [1, 1048576]" + (" or 'auto'" if name == "max_keys_per_unit" else "")
+            raise _validate.fail(where, name, rule, text) from None
         values.append(_validate.check_positive_int(where, name, value, maximum=1 << 20))
     if unit is None:
         if values != [1, 1]:

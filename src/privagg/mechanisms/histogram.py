@@ -17,6 +17,7 @@ Layers:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import numbers
@@ -39,10 +40,10 @@ from ..engines.counting import (
     sort_order,
 )
 from ..errors import ParameterError
-from ..noise.distributions import DiscreteLaplace
+from ..noise.distributions import DiscreteGaussian, DiscreteLaplace
 from ..noise.rational import to_fraction
 from ..noise.rng import resolve_rng
-from ..noise.samplers import discrete_laplace
+from ..noise.samplers import discrete_gaussian, discrete_laplace
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
@@ -61,6 +62,10 @@ __all__ = [
     "stable_noise_threshold",
     "stable_threshold",
     "noise_scale",
+    "KeysPerUnitChoice",
+    "auto_l0_release",
+    "auto_l0_split",
+    "choose_max_keys_per_unit",
     "per_key_delta",
 ]
 
@@ -268,20 +273,70 @@ def _beta_all(beta: float, m: int) -> float:
     return -math.expm1(math.log1p(-beta) / m) * (1 - 1e-9)
 
 
+#: The noise law of the counts: discrete Laplace (every release) or discrete Gaussian
+#: (``laplace_histogram(noise="gaussian")``). The accuracy statements below take the law.
+NoiseLaw = DiscreteLaplace | DiscreteGaussian
+
+
+def _as_law(law: NoiseLaw | Fraction) -> NoiseLaw:
+    """A law as given, or a discrete Laplace scale t (the helpers' older calling form)."""
+    return law if isinstance(law, (DiscreteLaplace, DiscreteGaussian)) else DiscreteLaplace(law)
+
+
 @functools.lru_cache(maxsize=1024)
-def _abs_quantile_all(scale: Fraction, m: int, beta: float) -> int:
+def _abs_quantile_all(law: NoiseLaw | Fraction, m: int, beta: float) -> int:
     """Smallest k ≥ 0 with P[max of m iid |Z_i| > k] ≤ β, up to the rounding of β'."""
-    return DiscreteLaplace(scale).abs_quantile(_beta_all(beta, m))
+    return _as_law(law).abs_quantile(_beta_all(beta, m))
 
 
 @functools.lru_cache(maxsize=1024)
-def _abs_quantile(scale: Fraction, beta: float) -> int:
-    return DiscreteLaplace(scale).abs_quantile(beta)
+def _abs_quantile(law: NoiseLaw | Fraction, beta: float) -> int:
+    return _as_law(law).abs_quantile(beta)
 
 
 @functools.lru_cache(maxsize=1024)
-def _sum_abs_quantile(scale: Fraction, m: int, beta: float) -> int:
-    return DiscreteLaplace(scale).sum_abs_quantile(m, beta)
+def _sum_abs_quantile(law: NoiseLaw | Fraction, m: int, beta: float) -> int:
+    """s with P[|Z_1 + … + Z_m| > s] ≤ β. Discrete Gaussian: the sum is sub-Gaussian with
+    variance proxy mσ² (Canonne, Kamath & Steinke 2020, the discrete Gaussian's moment
+    generating function is at most N(0, σ²)'s), so s = ⌈σ·√(2m·ln(2/β))⌉ (docs/proofs/histograms.md §10)."""
+    law = _as_law(law)
+    if isinstance(law, DiscreteLaplace):
+        return law.sum_abs_quantile(m, beta)
+    with mpmath.workdps(60):
+        s2 = mpmath.mpf(law.sigma2.numerator) / law.sigma2.denominator
+        return int(mpmath.ceil(mpmath.sqrt(2 * m * s2 * mpmath.log(2 / mpmath.mpf(beta)))))
+
+
+NOISES = ("laplace", "gaussian")
+
+
+def _gaussian_calibration(epsilon: Any, delta: Any, neighbors: str, l0: int, linf: int,
+                          where: str) -> tuple[Fraction, Fraction, Fraction, Fraction]:
+    """(σ², ρ, ε_exact, δ) of the Gaussian user-level Laplace histogram (docs/proofs/histograms.md §10).
+
+    ρ = the certified :func:`privagg.friendlycore.mean.rho_for` (ε, δ) (zcdp_to_epsilon(ρ, δ) ≤ ε);
+    Δ₂² = ℓ0ℓ∞² (add/remove) or 2ℓ0ℓ∞² (replace); σ² = Δ₂²/(2ρ) rounded *up* (a rational with
+    denominator ≤ 2^40, or beyond the sampler's table an integer its exact CKS sampler takes);
+    ρ_actual = Δ₂²/(2σ²) ≤ ρ and ε_exact = min(zcdp_to_epsilon(ρ_actual, δ), zcdp_to_epsilon(ρ, δ)) ≤ ε.
+    """
+    from ..accounting import zcdp_to_epsilon
+    from ..friendlycore.mean import rho_for
+    from ..noise._laws import gaussian_half
+    from ..noise.grid import _cks_friendly
+
+    eps = _exact_epsilon(epsilon, where)
+    dlt = Fraction(repr(float(check_delta(where, delta))))
+    rho = rho_for(eps, dlt)
+    if rho <= 0:
+        raise fail(where, "epsilon", "large enough for a positive zCDP ρ at this δ", epsilon)
+    l2_sq = (2 if neighbors == "replace" else 1) * l0 * linf * linf
+    sigma2 = to_fraction(Fraction(l2_sq) / (2 * rho), where=where, name="epsilon", direction="up")
+    if not gaussian_half(sigma2):
+        sigma2 = Fraction(_cks_friendly(math.ceil(sigma2)))
+    discrete_gaussian(sigma2, size=0, rng=0)  # a σ² the exact sampler cannot take fails here, before any charge
+    rho_actual = Fraction(l2_sq) / (2 * sigma2)
+    eps_exact = min(zcdp_to_epsilon(rho_actual, dlt), zcdp_to_epsilon(rho, dlt))
+    return sigma2, rho_actual, eps_exact, dlt
 
 
 @dataclass(frozen=True)
@@ -295,7 +350,13 @@ class LaplaceHistogramParams:
     bins : int
         Number of noisy counts: the domain size, plus one with ``other=True``.
     scale : Fraction
-        Discrete Laplace scale t of every count (:func:`noise_scale`).
+        Discrete Laplace scale t of every count (:func:`noise_scale`); with ``noise="gaussian"``
+        an upper bound on σ (display only: the law is :attr:`sigma2`).
+    noise : {"laplace", "gaussian"}
+    sigma2 : Fraction or None
+        σ² of the discrete Gaussian noise (``noise="gaussian"``), else None.
+    rho : Fraction or None
+        The zCDP ρ = Δ₂²/(2σ²) the Gaussian noise gives, else None.
     """
 
     epsilon: float
@@ -304,6 +365,11 @@ class LaplaceHistogramParams:
     scale: Fraction
     max_keys_per_unit: int | None = None
     max_rows_per_key: int | None = None
+    noise: str = "laplace"
+    sigma2: Fraction | None = None
+    rho: Fraction | None = None
+    gaussian_epsilon: Fraction | None = field(default=None, repr=False)
+    gaussian_delta: Fraction | None = field(default=None, repr=False)
 
     @classmethod
     def build(
@@ -314,17 +380,37 @@ class LaplaceHistogramParams:
         *,
         where: str = "laplace_histogram",
         bounds: tuple[int, int] | None = None,
+        noise: str = "laplace",
+        delta: Any = None,
     ) -> LaplaceHistogramParams:
         eps = check_epsilon(where, epsilon)
         check_choice(where, "neighbors", neighbors, NEIGHBORS)
+        check_choice(where, "noise", noise, NOISES)
+        if noise == "laplace" and delta is not None:
+            raise fail(where, "delta", "omitted with noise='laplace' (the release is pure ε-DP)", delta)
+        if noise == "gaussian":
+            if bounds is None:
+                raise fail(where, "noise", "'laplace' without units (the Gaussian option is user level)", noise)
+            if delta is None:
+                raise fail(where, "delta", "given with noise='gaussian' (a number in the open interval (0, 1))", None)
+            l0, linf = bounds
+            sigma2, rho, eps_exact, dlt = _gaussian_calibration(epsilon, delta, neighbors, l0, linf, where)
+            sigma = to_fraction(Fraction(math.sqrt(sigma2)) * (1 + Fraction(1, 1 << 40)), where=where,
+                                name="epsilon", direction="up")
+            return cls(eps, neighbors, int(bins), sigma, l0, linf, "gaussian", sigma2, rho, eps_exact, dlt)
         if bounds is None:
             return cls(eps, neighbors, int(bins), noise_scale(epsilon, neighbors, where=where))
         l0, linf = bounds
         return cls(eps, neighbors, int(bins), _scale_cached(epsilon, neighbors, where, l0 * linf), l0, linf)
 
     @property
+    def law(self) -> NoiseLaw:
+        """The noise law of every count: DiscreteLaplace(scale) or DiscreteGaussian(σ²)."""
+        return DiscreteLaplace(self.scale) if self.sigma2 is None else DiscreteGaussian(self.sigma2)
+
+    @property
     def delta(self) -> float:
-        return 0.0
+        return 0.0 if self.gaussian_delta is None else float(self.gaussian_delta)
 
     @property
     def sensitivity(self) -> int:
@@ -333,20 +419,26 @@ class LaplaceHistogramParams:
 
     @property
     def epsilon_exact(self) -> Fraction:
-        """The ε the noise actually gives: sensitivity / scale (≤ ε, exact)."""
+        """The ε the noise actually gives (≤ ε, exact): sensitivity / scale (Laplace), or the
+        certified conversion of ρ at δ (Gaussian)."""
+        if self.gaussian_epsilon is not None:
+            return self.gaussian_epsilon
         return Fraction(self.sensitivity) / self.scale
 
     @property
     def privacy_loss(self) -> PrivacyLoss:
-        """ε-DP (pure) under the chosen neighbour relation, with ε = :attr:`epsilon_exact`."""
+        """ε-DP (pure) under the chosen neighbour relation, with ε = :attr:`epsilon_exact`;
+        (ε, δ)-DP from ρ-zCDP with ``noise="gaussian"``."""
         from ..accounting import PrivacyLoss
 
+        if self.gaussian_delta is not None:
+            return PrivacyLoss.approx(self.epsilon_exact, self.gaussian_delta)
         return PrivacyLoss.pure(self.epsilon_exact)
 
     def count_error_bound(self, beta: float = 0.05) -> int:
         """k such that with probability ≥ 1 − β every noisy count is within k of its true count."""
         beta = check_beta("LaplaceHistogramParams.count_error_bound", beta)
-        return _abs_quantile_all(self.scale, self.bins, beta)
+        return _abs_quantile_all(self.law, self.bins, beta)
 
     def public_parameters(self) -> dict[str, Any]:
         out = {
@@ -357,6 +449,8 @@ class LaplaceHistogramParams:
         }
         if self.max_keys_per_unit is not None:
             out.update(max_keys_per_unit=self.max_keys_per_unit, max_rows_per_key=self.max_rows_per_key)
+        if self.sigma2 is not None:
+            out.update(noise="gaussian", sigma2=str(self.sigma2), rho=str(self.rho), delta=self.delta)
         return out
 
 
@@ -439,6 +533,11 @@ class StableHistogramParams:
         return (self.max_keys_per_unit or 1) * (self.max_rows_per_key or 1)
 
     @property
+    def law(self) -> DiscreteLaplace:
+        """The counts' noise law: discrete Laplace of scale :attr:`scale`."""
+        return DiscreteLaplace(self.scale)
+
+    @property
     def appearance_probability(self) -> float:
         """1 − (1 − P[Z ≥ T − ℓ∞])^{ℓ0}: the most likely that any of one unit's new keys is
         released (≤ δ; equal to :attr:`release_probability` at ℓ0 = 1)."""
@@ -488,7 +587,7 @@ class StableHistogramParams:
         if max_keys is None:
             return math.inf
         m = check_positive_int(where, "max_keys", max_keys)
-        return float(self.threshold - 1 + _abs_quantile_all(self.scale, m, beta))
+        return float(self.threshold - 1 + _abs_quantile_all(self.law, m, beta))
 
     def public_parameters(self) -> dict[str, Any]:
         out = {
@@ -505,6 +604,156 @@ class StableHistogramParams:
         if self.max_keys_per_unit is not None:
             out.update(max_keys_per_unit=self.max_keys_per_unit, max_rows_per_key=self.max_rows_per_key)
         return out
+
+
+# --------------------------------------------------------------------------------------------
+# max_keys_per_unit="auto": ℓ0 from a private quantile of the keys per unit (§9)
+# --------------------------------------------------------------------------------------------
+
+#: Public range of the automatic ℓ0: the candidates are 1, …, AUTO_L0_MAX.
+AUTO_L0_MAX = 64
+#: The quantile of the number of distinct keys per unit that the automatic ℓ0 targets.
+AUTO_L0_QUANTILE = Fraction(9, 10)
+#: Share of ε paid for choosing ℓ0 (pure DP); the rest, and all of δ, go to the histogram.
+AUTO_L0_EPSILON_SHARE = Fraction(1, 10)
+
+
+@dataclass(frozen=True)
+class KeysPerUnitChoice:
+    """The private choice of ℓ0 (``max_keys_per_unit="auto"``), docs/proofs/histograms.md §9.
+
+    Attributes
+    ----------
+    max_keys_per_unit : int
+        The chosen ℓ0, in [1, :data:`AUTO_L0_MAX`].
+    epsilon : Fraction
+        What the choice cost (pure ε, exact): sensitivity / scale ≤ share·ε.
+    scale : Fraction
+        Discrete Laplace scale of the noise on the keys-per-unit histogram.
+    charged : PrivacyLoss
+        The whole release's charge (the choice plus the histogram's (ε − ε_q, δ)).
+    """
+
+    max_keys_per_unit: int
+    epsilon: Fraction
+    scale: Fraction
+    charged: Any = field(repr=False)
+    quantile: Fraction = AUTO_L0_QUANTILE
+    max_candidate: int = AUTO_L0_MAX
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON fields: the chosen ℓ0, the quantile, the public range and the ε it cost."""
+        return {"max_keys_per_unit": self.max_keys_per_unit, "quantile": float(self.quantile),
+                "range": [1, self.max_candidate], "epsilon": float(self.epsilon), "scale": str(self.scale)}
+
+
+def auto_l0_split(epsilon: Any, neighbors: str, where: str = "laplace_histogram") -> tuple[Fraction, Fraction, Fraction]:
+    """(ε_q, t_q, ε_rest): the choice's cost and noise scale, and the ε left for the histogram.
+
+    ε (rounded down, :func:`_exact_epsilon`) is split as ε_q' = share·ε (rounded down) and
+    ε_rest = ε − ε_q' (rounded down); t_q = Δ/ε_q' rounded up (Δ = 1 add/remove, 2 replace: the
+    ℓ1 change of the keys-per-unit histogram, §9.1) and ε_q = Δ/t_q ≤ ε_q'. So ε_q + ε_rest ≤ ε.
+
+    >>> auto_l0_split(1.0, "add_remove")
+    (Fraction(1, 10), Fraction(10, 1), Fraction(9, 10))
+    """
+    eps = _exact_epsilon(epsilon, where)
+    eps_q = to_fraction(eps * AUTO_L0_EPSILON_SHARE, where=where, direction="down", name="epsilon")
+    eps_rest = to_fraction(eps - eps_q, where=where, direction="down", name="epsilon")
+    sens = _SENSITIVITY[neighbors]
+    t_q = to_fraction(Fraction(sens) / eps_q, where=where, name="epsilon", direction="up")
+    return Fraction(sens) / t_q, t_q, eps_rest
+
+
+def choose_max_keys_per_unit(keys_per_unit: Any, scale: Fraction | None, rng: Any) -> int:
+    """The noisy-histogram quantile: the smallest j in 1..L with Ĉ_j ≥ q·Ĉ_L, 1 when Ĉ_L ≤ 0.
+
+    ``keys_per_unit[j]`` (j = 0..L, L = :data:`AUTO_L0_MAX`) is the number of units with
+    min(#distinct keys, L) = j (:meth:`privagg.engines.base.Engine.keys_per_unit`); bins 1..L
+    get independent discrete Laplace(``scale``) noise and Ĉ_j is the noisy cumulative count.
+    Exact integer comparison (q = 9/10). ``scale=None`` draws no noise: a test's negative
+    control only (not private).
+    """
+    h = np.asarray(keys_per_unit, dtype=np.int64)[1:AUTO_L0_MAX + 1]
+    if scale is not None:
+        h = h + discrete_laplace(scale, size=h.shape[0], rng=rng)
+    c = np.cumsum(h)
+    total = int(c[-1])
+    if total <= 0:
+        return 1
+    q = AUTO_L0_QUANTILE
+    return int(np.argmax(c * q.denominator >= q.numerator * total)) + 1
+
+
+def _is_auto(value: Any) -> bool:
+    return isinstance(value, str) and value == "auto"
+
+
+def auto_l0_release(
+    engine: Any,
+    mechanism: str,
+    *,
+    epsilon: Any,
+    max_rows_per_key: int,
+    rng: Any,
+    ledger: Any,
+    unit: str,
+    neighbors: str | None = None,
+    delta: Any = None,
+    domain: Any = None,
+    other: bool = False,
+    threshold: str = "tight",
+    total_epsilon_share: Any = None,
+    noise: str = "laplace",
+) -> HistogramRelease:
+    """A user-level histogram with ``max_keys_per_unit="auto"`` on any engine (§9).
+
+    Order: validation of every parameter (the histogram's at ℓ0 = L too) → the engine's
+    keys-per-unit histogram → one ledger charge for the total → the noisy quantile → ℓ0 →
+    bounding with (ℓ0, ℓ∞) → the histogram at (ε_rest, δ) without a second charge.
+    """
+    where = mechanism
+    linf = check_positive_int(where, "max_rows_per_key", max_rows_per_key, maximum=1 << 20)
+    bounds = (AUTO_L0_MAX, linf)
+    neighbors = _resolve_neighbors(where, neighbors, True)
+    check_epsilon(where, epsilon)
+    eps_q, t_q, eps_rest = auto_l0_split(epsilon, neighbors, where)
+    if mechanism == "laplace_histogram":
+        dom = domain if isinstance(domain, Domain) else as_domain(domain, where)
+        with_other = _check_other(where, other)
+        rest = LaplaceHistogramParams.build(eps_rest, neighbors, dom.size + int(with_other), where=where,
+                                            bounds=bounds, noise=noise, delta=delta)
+    else:
+        rest = StableHistogramParams.build(eps_rest, delta, neighbors, threshold,
+                                           total_epsilon_share=total_epsilon_share, where=where, bounds=bounds)
+    from ..accounting import PrivacyLoss
+    from ..engines.base import Bounding, draw_secret
+
+    gen, _ = resolve_rng(rng, where)
+    h = engine.keys_per_unit(AUTO_L0_MAX)
+    # ε_rest bounds the histogram's ε at every ℓ0 (its exact ε does not grow with ℓ0)
+    rest_loss = PrivacyLoss.pure(eps_rest) if rest.delta == 0 else PrivacyLoss.approx(eps_rest,
+                                                                                     rest.privacy_loss.delta)
+    charged = PrivacyLoss.pure(eps_q) + rest_loss
+    if ledger is not None:
+        public = {**rest.public_parameters(), "max_keys_per_unit": "auto", "auto_l0_epsilon": float(eps_q),
+                  "auto_l0_quantile": float(AUTO_L0_QUANTILE), "auto_l0_range": [1, AUTO_L0_MAX]}
+        ledger.charge(charged, mechanism=where, parameters=public)
+    l0 = choose_max_keys_per_unit(h, t_q, gen)
+    bounding = Bounding(l0, linf, draw_secret(gen))
+    if mechanism == "laplace_histogram":
+        key_counts = engine.bounded_counts(bounding, domain=dom.keys, keep_other=with_other).key_counts
+        release = laplace_histogram_from_counts(
+            key_counts, epsilon=eps_rest, domain=dom, neighbors=neighbors, other=with_other, rng=gen,
+            max_keys_per_unit=l0, max_rows_per_key=linf, unit=unit, noise=noise, delta=delta)
+    else:
+        key_counts = engine.bounded_counts(bounding).key_counts
+        release = stable_histogram_from_counts(
+            key_counts, epsilon=eps_rest, delta=delta, neighbors=neighbors, threshold=threshold,
+            total_epsilon_share=total_epsilon_share, rng=gen, max_keys_per_unit=l0, max_rows_per_key=linf,
+            unit=unit)
+    choice = KeysPerUnitChoice(l0, eps_q, t_q, charged)
+    return dataclasses.replace(release, epsilon=float(epsilon), auto_l0=choice)
 
 
 # --------------------------------------------------------------------------------------------
@@ -557,6 +806,9 @@ class HistogramRelease:
         record level. Then every count, bound and interval is about the *bounded* counts (each
         unit's ≤ ℓ0 kept keys, ≤ ℓ∞ rows each: ``params.max_keys_per_unit``,
         ``params.max_rows_per_key``); how many rows bounding dropped is not released.
+    auto_l0 : KeysPerUnitChoice or None
+        ``max_keys_per_unit="auto"``: the privately chosen ℓ0 and what choosing it cost (part of
+        ``epsilon``); :attr:`privacy_loss` is then the whole charge. None otherwise.
     """
 
     mechanism: str
@@ -574,6 +826,7 @@ class HistogramRelease:
     other_count: int | None = None
     noisy_total: int | None = None
     unit: str | None = None
+    auto_l0: KeysPerUnitChoice | None = None
 
     @property
     def max_keys_per_unit(self) -> int | None:
@@ -603,7 +856,10 @@ class HistogramRelease:
 
     @property
     def privacy_loss(self) -> PrivacyLoss:
-        """What this release spent, as a :class:`privagg.accounting.PrivacyLoss`."""
+        """What this release spent, as a :class:`privagg.accounting.PrivacyLoss` (with
+        ``max_keys_per_unit="auto"``: the choice of ℓ0 and the histogram, as charged)."""
+        if self.auto_l0 is not None:
+            return self.auto_l0.charged
         return self.params.privacy_loss
 
     def _denominator(self) -> float:
@@ -615,7 +871,7 @@ class HistogramRelease:
 
     def _total_parts(self, beta: float) -> tuple[int, int]:
         """Stable add/remove: (s, m) with P[|Z_n| > s] ≤ β/2 and m = max(1, n̂ + s) ≥ n on that event."""
-        s = _abs_quantile(self.params.total_scale, beta / 2)
+        s = _abs_quantile(DiscreteLaplace(self.params.total_scale), beta / 2)
         return s, max(1, int(self.noisy_total) + s)
 
     def _bins(self) -> int:
@@ -643,7 +899,7 @@ class HistogramRelease:
         """
         where = "HistogramRelease.error_bound"
         beta = check_beta(where, beta)
-        t = self.params.scale
+        t = self.params.law  # the counts' noise law
         if self.mechanism == "laplace_histogram":
             m = self._bins()
             if self.n is not None:
@@ -680,7 +936,7 @@ class HistogramRelease:
             max_keys = max(1, self.n)
         if max_keys is None and self.noisy_total is not None:
             _, m = self._total_parts(beta)
-            return float(self.threshold - 1 + _abs_quantile_all(self.params.scale, m, beta / 2))
+            return float(self.threshold - 1 + _abs_quantile_all(self.params.law, m, beta / 2))
         return self.params.count_error_bound(beta, max_keys=max_keys)
 
     def confidence_intervals(
@@ -712,7 +968,7 @@ class HistogramRelease:
         where = "HistogramRelease.confidence_intervals"
         beta = check_beta(where, beta)
         check_choice(where, "unit", unit, ("frequency", "count"))
-        t = self.params.scale
+        t = self.params.law  # the counts' noise law
         c = self.counts.astype(np.float64)
         upper_cap = math.inf if self.n is None else float(self.n)
         if unit == "count" or self.n is not None:
@@ -903,9 +1159,11 @@ def laplace_histogram(
     rng: Any = None,
     ledger: Any = None,
     units: Any = None,
-    max_keys_per_unit: int = 1,
+    max_keys_per_unit: int | str = 1,
     max_rows_per_key: int = 1,
     column: str | None = None,
+    noise: str = "laplace",
+    delta: Any = None,
 ) -> HistogramRelease:
     """Laplace histogram over a public domain: every domain key gets a noisy count.
 
@@ -946,8 +1204,19 @@ def laplace_histogram(
         bounds and intervals are about the bounded counts. docs/proofs/histograms.md §7.
     max_keys_per_unit, max_rows_per_key : int
         ℓ0 and ℓ∞ (default 1: a count is a number of distinct units). Only with ``units``.
+        ``max_keys_per_unit="auto"``: ℓ0 is chosen privately as the noisy 0.9 quantile of the
+        number of distinct keys per unit over 1..:data:`AUTO_L0_MAX`, paid with 10 % of ε (the
+        histogram gets the rest); reported as :attr:`HistogramRelease.auto_l0`
+        (docs/proofs/histograms.md §9).
     column : str, optional
         The key column when ``data`` is a Spark DataFrame (refused otherwise).
+    noise : {"laplace", "gaussian"}
+        ``"gaussian"`` (with ``units`` and ``delta``): exact discrete Gaussian noise with ℓ2
+        sensitivity √ℓ0·ℓ∞ (add/remove) or √(2ℓ0)·ℓ∞ (replace), calibrated to ρ-zCDP with the
+        certified conversion to (ε, δ)-DP; smaller errors than Laplace for large ℓ0. Error
+        bounds and intervals use the discrete Gaussian law (docs/proofs/histograms.md §10).
+    delta : float, optional
+        δ in (0, 1), with ``noise="gaussian"`` only.
 
     Returns
     -------
@@ -986,11 +1255,22 @@ def laplace_histogram(
                                        other=other, rng=rng, ledger=ledger, units=units,
                                        max_keys_per_unit=max_keys_per_unit, max_rows_per_key=max_rows_per_key)
     check_epsilon(where, epsilon)
+    if _is_auto(max_keys_per_unit) and units is not None:
+        check_choice(where, "noise", noise, NOISES)
+        from ..engines.numpy_engine import NumpyEngine
+
+        gen, _ = resolve_rng(rng, where)
+        return auto_l0_release(NumpyEngine(data, units, where=where), where, epsilon=epsilon,
+                               max_rows_per_key=max_rows_per_key, rng=gen, ledger=ledger, unit=_unit_name(units),
+                               neighbors=neighbors, delta=delta, domain=domain, other=other, noise=noise)
     bounds = _check_bounds(where, units, max_keys_per_unit, max_rows_per_key)
     neighbors = _resolve_neighbors(where, neighbors, bounds is not None)
     dom = as_domain(domain, where)
     with_other = _check_other(where, other)
     if bounds is None:
+        if noise != "laplace" or delta is not None:  # refused with the reason (units missing)
+            LaplaceHistogramParams.build(epsilon, neighbors, dom.size + int(with_other), where=where, noise=noise,
+                                         delta=delta)
         resolve_rng(rng, where)
         return laplace_histogram_from_counts(
             count_keys(data, where),
@@ -1001,12 +1281,13 @@ def laplace_histogram(
             rng=rng,
             ledger=ledger,
         )
-    LaplaceHistogramParams.build(epsilon, neighbors, dom.size + int(with_other), where=where, bounds=bounds)
+    LaplaceHistogramParams.build(epsilon, neighbors, dom.size + int(with_other), where=where, bounds=bounds,
+                                 noise=noise, delta=delta)
     gen, _ = resolve_rng(rng, where)
     key_counts = _bounded(where, data, units, bounds, gen, domain=dom, keep_other=with_other)
     return laplace_histogram_from_counts(
         key_counts, epsilon=epsilon, domain=dom, neighbors=neighbors, other=other, rng=gen, ledger=ledger,
-        max_keys_per_unit=bounds[0], max_rows_per_key=bounds[1], unit=_unit_name(units),
+        max_keys_per_unit=bounds[0], max_rows_per_key=bounds[1], unit=_unit_name(units), noise=noise, delta=delta,
     )
 
 
@@ -1041,6 +1322,8 @@ def laplace_histogram_from_counts(
     max_keys_per_unit: int | None = None,
     max_rows_per_key: int | None = None,
     unit: str | None = None,
+    noise: str = "laplace",
+    delta: Any = None,
 ) -> HistogramRelease:
     """:func:`laplace_histogram` on counts made by an engine (same parameters, same guarantee).
 
@@ -1057,7 +1340,8 @@ def laplace_histogram_from_counts(
     neighbors = _resolve_neighbors(where, neighbors, bounds is not None)
     dom = domain if isinstance(domain, Domain) else as_domain(domain, where)
     with_other = _check_other(where, other)
-    params = LaplaceHistogramParams.build(epsilon, neighbors, dom.size + int(with_other), where=where, bounds=bounds)
+    params = LaplaceHistogramParams.build(epsilon, neighbors, dom.size + int(with_other), where=where, bounds=bounds,
+                                          noise=noise, delta=delta)
     gen, secure = resolve_rng(rng, where)
     if bounds is None:  # at user level n is not public: no emptiness check (and no error)
         _check_nonempty(where, key_counts, neighbors)
@@ -1065,7 +1349,10 @@ def laplace_histogram_from_counts(
     if with_other:
         aligned = np.append(aligned, np.int64(n_outside))
     _charge(ledger, params, where)
-    noisy = aligned + discrete_laplace(params.scale, size=params.bins, rng=gen)
+    if params.sigma2 is None:
+        noisy = aligned + discrete_laplace(params.scale, size=params.bins, rng=gen)
+    else:  # noise="gaussian": exact discrete Gaussian, ρ-zCDP (§10)
+        noisy = aligned + discrete_gaussian(params.sigma2, size=params.bins, rng=gen)
     counts, other_count = (noisy[:-1], int(noisy[-1])) if with_other else (noisy, None)
     n = key_counts.n if neighbors == "replace" and bounds is None else None
     denominator = n if n is not None else max(1, int(noisy.sum()))
@@ -1075,7 +1362,7 @@ def laplace_histogram_from_counts(
         counts=counts,
         frequencies=_frequencies(counts, denominator),
         epsilon=params.epsilon,
-        delta=0.0,
+        delta=params.delta,
         neighbors=neighbors,
         scale=float(params.scale),
         threshold=None,
@@ -1098,7 +1385,7 @@ def stable_histogram(
     rng: Any = None,
     ledger: Any = None,
     units: Any = None,
-    max_keys_per_unit: int = 1,
+    max_keys_per_unit: int | str = 1,
     max_rows_per_key: int = 1,
     column: str | None = None,
     selection: str = "threshold",
@@ -1140,6 +1427,8 @@ def stable_histogram(
         then). The counts' scale is ℓ0ℓ∞/ε_c, the total's ℓ0ℓ∞/ε_n, and T the smallest integer
         with 1 − (1 − P[Z ≥ T − ℓ∞])^{ℓ0} ≤ δ (one unit can create up to ℓ0 new keys of count
         ≤ ℓ∞; docs/proofs/histograms.md §7). n̂ perturbs the sum of the bounded counts.
+        ``max_keys_per_unit="auto"``: ℓ0 chosen privately from 10 % of ε (as in
+        :func:`laplace_histogram`; the histogram gets (0.9ε, δ); §9), not with ``selection="optimal"``.
     selection : {"threshold", "optimal"}
         ``"threshold"`` (default): the noisy counts are thresholded at T. ``"optimal"`` (with
         ``units`` and ℓ0 = 1 only): the keys are chosen by the optimal partition selection of
@@ -1195,6 +1484,15 @@ def stable_histogram(
                                       ledger=ledger, units=units, max_keys_per_unit=max_keys_per_unit,
                                       max_rows_per_key=max_rows_per_key)
     check_epsilon(where, epsilon)
+    if _is_auto(max_keys_per_unit) and units is not None:
+        check_choice(where, "selection", selection, ("threshold",))
+        from ..engines.numpy_engine import NumpyEngine
+
+        gen, _ = resolve_rng(rng, where)
+        return auto_l0_release(NumpyEngine(data, units, where=where), where, epsilon=epsilon,
+                               max_rows_per_key=max_rows_per_key, rng=gen, ledger=ledger, unit=_unit_name(units),
+                               neighbors=neighbors, delta=delta, threshold=threshold,
+                               total_epsilon_share=total_epsilon_share)
     bounds = _check_bounds(where, units, max_keys_per_unit, max_rows_per_key)
     neighbors = _resolve_neighbors(where, neighbors, bounds is not None)
     params = StableHistogramParams.build(
