@@ -88,3 +88,23 @@ def test_optimal_selection_api_errors():
     r = privagg.stable_histogram(np.zeros(5000, dtype=int), units=np.arange(5000), epsilon=1.0, delta=1e-6,
                                  selection="optimal", rng=0)
     assert r.keys.tolist() == [0] and abs(int(r.counts[0]) - 5000) < 100
+
+
+def test_optimal_release_accuracy_uses_its_own_count_noise() -> None:
+    """The counts of selection="optimal" carry DL(2ℓ∞/ε_c) noise (their own half of ε_c): the
+    intervals are built from that law (not the threshold release's half-as-wide one), and no
+    threshold bounds the suppressed keys, so the all-keys bounds are inf. Control: the intervals
+    of the same release read with the threshold release's law are narrower."""
+    import dataclasses
+
+    keys = [f"k{i % 50}" for i in range(20_000)]
+    units = list(range(20_000))
+    r = privagg.stable_histogram(keys, units=units, epsilon=1.0, delta=1e-6, selection="optimal", rng=3)
+    assert r.selection == "optimal" and len(r.keys) > 0
+    assert r.counts_law.scale == 2 * r.params.scale
+    assert math.isinf(r.error_bound(0.05)) and math.isinf(r.count_error_bound(0.05))
+    low, high = r.confidence_intervals(0.05, unit="count")
+    a = float(np.median(high - low)) / 2
+    narrow = dataclasses.replace(r, counts_law=None)  # the law of the threshold release
+    lo2, hi2 = narrow.confidence_intervals(0.05, unit="count")
+    assert a > float(np.median(hi2 - lo2)) / 2 * 1.5, a

@@ -809,6 +809,13 @@ class HistogramRelease:
     auto_l0 : KeysPerUnitChoice or None
         ``max_keys_per_unit="auto"``: the privately chosen ℓ0 and what choosing it cost (part of
         ``epsilon``); :attr:`privacy_loss` is then the whole charge. None otherwise.
+    selection : {"threshold", "optimal"}
+        How the stable histogram chose its keys. ``"optimal"`` (partition selection): the counts
+        carry their own noise (:attr:`counts_law`, twice the scale of ``params``) and a suppressed
+        key's count is not bounded by a threshold, so :meth:`error_bound` and
+        :meth:`count_error_bound` are ``inf``; the per-key intervals of released keys hold.
+    counts_law : noise law or None
+        The counts' noise law when it is not ``params.law`` (``selection="optimal"``), else None.
     """
 
     mechanism: str
@@ -827,6 +834,8 @@ class HistogramRelease:
     noisy_total: int | None = None
     unit: str | None = None
     auto_l0: KeysPerUnitChoice | None = None
+    selection: str = "threshold"
+    counts_law: Any = None
 
     @property
     def max_keys_per_unit(self) -> int | None:
@@ -861,6 +870,11 @@ class HistogramRelease:
         if self.auto_l0 is not None:
             return self.auto_l0.charged
         return self.params.privacy_loss
+
+    @property
+    def _law(self) -> Any:
+        """The noise law of the released counts."""
+        return self.params.law if self.counts_law is None else self.counts_law
 
     def _denominator(self) -> float:
         if self.n is not None:
@@ -899,7 +913,9 @@ class HistogramRelease:
         """
         where = "HistogramRelease.error_bound"
         beta = check_beta(where, beta)
-        t = self.params.law  # the counts' noise law
+        if self.selection == "optimal":  # no threshold bounds the suppressed keys
+            return math.inf
+        t = self._law  # the counts' noise law
         if self.mechanism == "laplace_histogram":
             m = self._bins()
             if self.n is not None:
@@ -930,13 +946,15 @@ class HistogramRelease:
         """
         where = "HistogramRelease.count_error_bound"
         beta = check_beta(where, beta)
+        if self.selection == "optimal":  # no threshold bounds the suppressed keys
+            return math.inf
         if isinstance(self.params, LaplaceHistogramParams):
             return float(self.params.count_error_bound(beta))
         if max_keys is None and self.n is not None:
             max_keys = max(1, self.n)
         if max_keys is None and self.noisy_total is not None:
             _, m = self._total_parts(beta)
-            return float(self.threshold - 1 + _abs_quantile_all(self.params.law, m, beta / 2))
+            return float(self.threshold - 1 + _abs_quantile_all(self._law, m, beta / 2))
         return self.params.count_error_bound(beta, max_keys=max_keys)
 
     def confidence_intervals(
@@ -968,7 +986,7 @@ class HistogramRelease:
         where = "HistogramRelease.confidence_intervals"
         beta = check_beta(where, beta)
         check_choice(where, "unit", unit, ("frequency", "count"))
-        t = self.params.law  # the counts' noise law
+        t = self._law  # the counts' noise law
         c = self.counts.astype(np.float64)
         upper_cap = math.inf if self.n is None else float(self.n)
         if unit == "count" or self.n is not None:
@@ -1539,7 +1557,7 @@ def _optimal_release(where: str, data: Any, units: Any, bounds: tuple[int, int] 
         mechanism=where, keys=keys, counts=kept, frequencies=_frequencies(kept, _total_denominator(noisy_total)),
         epsilon=params.epsilon, delta=params.delta, neighbors=params.neighbors, scale=float(count_scale),
         threshold=0, n=None, secure=resolve_rng(gen, where)[1], params=params, noisy_total=noisy_total,
-        unit=_unit_name(units),
+        unit=_unit_name(units), selection="optimal", counts_law=DiscreteLaplace(count_scale),
     )
 
 
