@@ -108,6 +108,11 @@ _SMALL_SHARE_FRIENDLY_COUNT = Fraction(1, 2)
 #: SCALE_MIN`` (public): below, the scales would be noise and the mean stays isotropic.
 SHARE_SCALE = Fraction(1, 10)
 SCALE_MIN = 40
+#: Small samples, radius: when the released ``n̂·ε < PAIR_RADIUS`` the friendship radius is
+#: ``pair_factor(d)`` times a private median of the distances of consecutive rows in a random
+#: order (report-noisy-max, never ⊥) instead of AboveThreshold, whose query noise crosses the
+#: threshold at some tiny radius in a third to half of the runs at n = 300 (then too few friends).
+PAIR_RADIUS = 5000
 #: Candidate per-column scales ``2^k``, ``k`` in this range (public): exact power-of-two scaling.
 SCALE_EXPONENTS = np.arange(-50, 71)
 #: Refinement schedules tried (public choice): numbers of refinement steps and the share of the
@@ -700,7 +705,9 @@ def _private_mean(points: Any, epsilon: Any, delta: Any, radius: Any, alpha: Any
     q = min(1.0, m_loc / n_hat)
     sub = x[gen.random(x.shape[0]) < q]
     # 2. radius
-    if r is None:
+    if r is None and n_hat * _frac(epsilon) < PAIR_RADIUS:
+        r = _pair_radius(sub, min(n_hat, m_loc), plan.eps_select, gen)
+    elif r is None:
         from .radius import select_radius
 
         r = select_radius(sub, epsilon=plan.eps_select, alpha=alpha, rng=gen)
@@ -710,8 +717,12 @@ def _private_mean(points: Any, epsilon: Any, delta: Any, radius: Any, alpha: Any
     # 3. locate
     center, bound, m_hat = _locate(sub, r, plan, gen)
     if center is None:
+        need = M_MIN + plan.core_count_shift  # public: a function of ε, δ and the plan
+        if min(n_hat, m_loc) < need:
+            return bottom(r, f"noisy count n̂ = {n_hat} is below the {need} rows the locate step "
+                             f"needs at this ε and δ (noisy core size m̂ = {m_hat}, needs m̂ >= {need})")
         return bottom(r, f"too few points agree on a location (noisy core size m̂ = {m_hat}, "
-                         f"needs m̂ >= {M_MIN + plan.core_count_shift}; noisy count n̂ = {n_hat})")
+                         f"needs m̂ >= {need}; noisy count n̂ = {n_hat})")
     # 4. estimate: refinement steps, then the final sum with a clipping radius from a tail count
     *refine, last = estimate_schedule(plan, n_hat, r, bound, d)
     for part in refine:
@@ -781,6 +792,41 @@ def _column_scales(x: np.ndarray, n_hat: int, eps_col: Fraction,
     utility = -np.abs(counts - (n_hat - 1) // 2)
     noisy = utility + discrete_laplace(4 / eps_col, size=utility.shape, rng=gen)
     return SCALE_EXPONENTS[np.argmax(noisy, axis=1)].astype(np.int64)
+
+
+def pair_factor(d: int) -> float:
+    """The public multiple of the median pair distance used as the friendship radius: ``2 + 1/d``
+    (for Gaussian data the pair distances concentrate as d grows; at d = 1, 3× the median
+    ``0.95σ`` keeps about 96 % of the pairs friends)."""
+    return 2.0 + 1.0 / d
+
+
+def pair_counts(sub: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """``C_j = #{i : ‖x_{o(i+1)} − x_{o(i)}‖² <= r_j²}`` over the consecutive pairs of the order,
+    for the radius grid ``r_j = 2^{j/4}`` (exact comparison of the float squared distance, a
+    function of the pair alone, with ``2^{j/2}``). Adding a row moves each count by at most 2."""
+    from .radius import GRID_EXPONENTS, grid_levels
+
+    if sub.shape[0] < 2:
+        return np.zeros(GRID_EXPONENTS.size, dtype=np.int64)
+    xs = sub[order]
+    with np.errstate(over="ignore", invalid="ignore"):
+        y = xs[1:] - xs[:-1]
+        sq = np.nan_to_num(np.einsum("ij,ij->i", y, y), nan=np.inf)
+    lv = np.sort(grid_levels(sq))
+    return np.searchsorted(lv, GRID_EXPONENTS, side="right").astype(np.int64)
+
+
+def _pair_radius(sub: np.ndarray, m_pub: int, eps_sel: Fraction, gen: np.random.Generator) -> float:
+    """``pair_factor(d)·r_ĵ``: report-noisy-max of ``u_j = −|C_j − ⌊(m_pub − 1)/2⌋|`` over the
+    radius grid (:func:`pair_counts`; sensitivity 2, discrete Laplace of scale ``4/ε_sel``;
+    ``m_pub = min(n̂, m_locate)`` public): ε_sel-DP (docs/proofs/mean.md §4b)."""
+    from .radius import grid_radii
+
+    counts = pair_counts(sub, _row_order(sub, gen))
+    utility = -np.abs(counts - (m_pub - 1) // 2)
+    noisy = utility + discrete_laplace(4 / eps_sel, size=utility.shape, rng=gen)
+    return float(grid_radii()[int(np.argmax(noisy))]) * pair_factor(sub.shape[1])
 
 
 def _grid_up(v: float) -> float:
