@@ -14,6 +14,10 @@
   within 1 mm of 43.92 in each run (the noise sd is below 0.1 mm: false-failure rate < 1e-6).
   Control: isotropic, the root mean squared error exceeds 1 mm (measured about 5 mm). At ε = 1
   (n̂·ε/(10d) = 17 < SCALE_MIN) the scale step does not run: isotropic (docs/proofs/mean.md §2b).
+* Audits (privagg.testing.audit, confidence 0.9999: a correct step is flagged with probability
+  <= 1e-4) of the two new report-noisy-max steps, the per-column scale and the small-sample
+  radius, on 40 equal rows against the same plus a far row; negative controls: the noise of
+  ε = 8 while claiming 0.25 (scales) or 0.05 (radius) is flagged.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import pytest
 
 import privagg.friendlycore.mean as M
 from privagg.friendlycore.mean import private_mean
+from privagg.testing.audit import audit_mechanism
 
 SEED = 1111
 
@@ -136,3 +141,58 @@ def test_no_scales_with_a_radius_or_one_column():
     assert private_mean(x, epsilon=1.0, delta=1e-6, m_locate=3000, rng=SEED).scales is not None
     # below the public size n̂·ε/(10d) >= SCALE_MIN: isotropic
     assert private_mean(x[:700], epsilon=1.0, delta=1e-6, rng=SEED).scales is None
+
+
+# ------------------------------------------------------------------ audits of the noisy-max steps
+AUDIT_EPS = 0.25  # claimed per-column ε of the audited selection
+CONTROL_EPS = 8.0  # the control draws the noise of this ε while claiming AUDIT_EPS
+
+
+def scale_pair():
+    """40 equal rows (every difference 0) and the same with a far row: inserted inside the order
+    it turns one 0-pair into two pairs of 10³, so every count below 2¹⁰ drops by one and every
+    count from 2¹⁰ up rises by one (the target ⌊(81 − 1)/2⌋ = 40 makes the winner move)."""
+    d0 = np.zeros((40, 1))
+    return d0, np.concatenate([d0, [[1e3]]])
+
+
+def scale_run(claimed_noise_eps):
+    def run(data, gen):
+        k = M._column_scales(data, 81, M.Fraction(claimed_noise_eps), gen)
+        return int(k[0])
+    return run
+
+
+def test_scale_selection_audit_within_budget():
+    d0, d1 = scale_pair()
+    res = audit_mechanism(scale_run(AUDIT_EPS), d0, d1, trials=6000, seed=SEED, confidence=0.9999)
+    print(f"seed={SEED}: {res}")
+    assert not res.violates(AUDIT_EPS), res
+
+
+def test_scale_selection_audit_negative_control():
+    """Noise for ε_col = CONTROL_EPS while claiming AUDIT_EPS: flagged (its loss on this pair is
+    about 2)."""
+    d0, d1 = scale_pair()
+    res = audit_mechanism(scale_run(CONTROL_EPS), d0, d1, trials=6000, seed=SEED, confidence=0.9999)
+    print(f"seed={SEED}: control {res}")
+    assert res.violates(AUDIT_EPS), res
+
+
+def pair_radius_run(eps_sel):
+    def run(data, gen):
+        r = M._pair_radius(data, 81, M.Fraction(eps_sel), gen) / M.pair_factor(1)
+        return int(round(4 * math.log2(r)) >= 40)  # post-processing: is r >= 2^10 (the far pairs)?
+    return run
+
+
+def test_pair_radius_audit_within_budget_and_control():
+    """The small-sample radius (report-noisy-max over 201 radii) at a claimed ε = 0.05; control:
+    the noise of ε = 8 (on this pair the winner moves to the radii >= 2^10: loss about 0.5)."""
+    d0, d1 = scale_pair()
+    res = audit_mechanism(pair_radius_run(0.05), d0, d1, trials=6000, seed=SEED, confidence=0.9999)
+    ctrl = audit_mechanism(pair_radius_run(CONTROL_EPS), d0, d1, trials=6000, seed=SEED,
+                           confidence=0.9999)
+    print(f"seed={SEED}: {res}; control {ctrl}")
+    assert not res.violates(0.05), res
+    assert ctrl.violates(0.05), ctrl

@@ -12,7 +12,9 @@ with public shares of the budget:
    (:attr:`MeanRelease.scales`; docs/proofs/mean.md §2b).
 2. **Radius** (only when ``radius=None``). AboveThreshold over the public grid
    ``r_j = 2^{j/4}`` (``j = −40 … 160``: 2⁻¹⁰ to 2⁴⁰) on the Poisson subsample of step 3; see
-   :mod:`privagg.friendlycore.radius`.
+   :mod:`privagg.friendlycore.radius`. Small samples (released ``n̂·ε <`` :data:`PAIR_RADIUS`):
+   ``(2 + 1/d)`` times a report-noisy-max median of the distances of consecutive rows in a
+   random order, on the same grid (never ⊥; docs/proofs/mean.md §4b).
 3. **Locate.** A Poisson subsample ``S`` of rate ``q = min(1, m_locate / n̂)`` (data-independent
    given the released ``n̂``), then FriendlyCore with ``ball(r)``: BasicFilter, and friendly
    averaging of the core ``C``: ``m̂ = |C| + DLap(1/ε_c)``, ``m_low = m̂ − k`` with
