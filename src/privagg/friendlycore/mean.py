@@ -12,7 +12,8 @@ with public shares of the budget:
    (:attr:`MeanRelease.scales`; docs/proofs/mean.md §2b).
 2. **Radius** (only when ``radius=None``). AboveThreshold over the public grid
    ``r_j = 2^{j/4}`` (``j = −40 … 160``: 2⁻¹⁰ to 2⁴⁰) on the Poisson subsample of step 3; see
-   :mod:`privagg.friendlycore.radius`. Small samples (released ``n̂·ε <`` :data:`PAIR_RADIUS`):
+   :mod:`privagg.friendlycore.radius`. Small samples (released ``n̂·ε <`` :data:`PAIR_RADIUS`,
+   ``d <=`` :data:`PAIR_RADIUS_DIM`):
    ``(2 + 1/d)`` times a report-noisy-max median of the distances of consecutive rows in a
    random order, on the same grid (never ⊥; docs/proofs/mean.md §4b).
 3. **Locate.** A Poisson subsample ``S`` of rate ``q = min(1, m_locate / n̂)`` (data-independent
@@ -109,12 +110,15 @@ _SMALL_SHARE_FRIENDLY_COUNT = Fraction(1, 2)
 #: the d columns), taken from the sums. It runs only when the released ``n̂·ε·SHARE_SCALE/d >=
 #: SCALE_MIN`` (public): below, the scales would be noise and the mean stays isotropic.
 SHARE_SCALE = Fraction(1, 10)
-SCALE_MIN = 40
+SCALE_MIN = 150
 #: Small samples, radius: when the released ``n̂·ε < PAIR_RADIUS`` the friendship radius is
 #: ``pair_factor(d)`` times a private median of the distances of consecutive rows in a random
 #: order (report-noisy-max, never ⊥) instead of AboveThreshold, whose query noise crosses the
 #: threshold at some tiny radius in a third to half of the runs at n = 300 (then too few friends).
 PAIR_RADIUS = 5000
+#: ... and only for ``d <= PAIR_RADIUS_DIM`` (at d = 100, n = 1000 with 5 % far contamination
+#: the pair rule gave errors of 2·10³ against 2.7 for AboveThreshold: not validated beyond).
+PAIR_RADIUS_DIM = 5
 #: Candidate per-column scales ``2^k``, ``k`` in this range (public): exact power-of-two scaling.
 SCALE_EXPONENTS = np.arange(-50, 71)
 #: Refinement schedules tried (public choice): numbers of refinement steps and the share of the
@@ -464,7 +468,7 @@ class MeanRelease:
         beyond the located cluster: median-distance clip, biased by design towards the cluster).
     scales : numpy.ndarray or None
         The released per-column scales ``s_j`` (powers of two), when the per-column scale step
-        ran (``radius=None``, d >= 2, ``n̂·ε/(10d) >= SCALE_MIN``): the mean was computed on
+        ran (``radius=None``, d >= 2, ``n̂·ε/(10d) >= SCALE_MIN = 150``): the mean was computed on
         ``x_j/s_j`` and scaled back, so ``radius`` and ``clip_radius`` are in those standardized
         units (the clipping region is the ellipsoid ``‖(x − center)/s‖ <= clip_radius``); None
         otherwise (one isotropic ball in the data's units).
@@ -617,7 +621,7 @@ def private_mean(
     radius : float, optional
         Friendship radius r (ℓ2): the mean is accurate when most points are within r of each
         other. ``None``: chosen privately on the grid ``2^{j/4}``, ``j = −40 … 160`` (ε/10 of
-        the budget), after per-column scales (another ε/10, d >= 2, when ``n̂·ε/(10d) >= 40``),
+        the budget), after per-column scales (another ε/10, d >= 2, when ``n̂·ε/(10d) >= 150``),
         so columns in different units each get an error in their own units. A given radius is
         one ball in the data's units (no scales).
     alpha : float
@@ -707,7 +711,7 @@ def _private_mean(points: Any, epsilon: Any, delta: Any, radius: Any, alpha: Any
     q = min(1.0, m_loc / n_hat)
     sub = x[gen.random(x.shape[0]) < q]
     # 2. radius
-    if r is None and n_hat * _frac(epsilon) < PAIR_RADIUS:
+    if r is None and d <= PAIR_RADIUS_DIM and n_hat * _frac(epsilon) < PAIR_RADIUS:
         r = _pair_radius(sub, min(n_hat, m_loc), plan.eps_select, gen)
     elif r is None:
         from .radius import select_radius
