@@ -192,3 +192,20 @@ def test_cli_plot_bad_input(group, data_file: Path, extra: list[str]):
     assert res.exit_code == 2
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and "'plot'" in lines[0]
+
+
+def test_cli_json_and_table_report_column_scales(group, tmp_path: Path):
+    """Mixed units (sds 1 and 1000, n = 20000): the released per-column scales are in the JSON
+    and the table; with --radius there are none (one ball). Unseeded: the scales are powers of
+    two within 2× of the sds except with probability < 1e-6 (docs/proofs/mean.md §2b)."""
+    rng = np.random.default_rng(11)
+    path = tmp_path / "mixed.csv"
+    x = rng.normal(size=(20000, 2)) * np.array([1.0, 1000.0]) + np.array([5.0, 4000.0])
+    path.write_text("a,b\n" + "\n".join(f"{float(u)!r},{float(v)!r}" for u, v in x) + "\n", encoding="utf-8")
+    base = ["mean", str(path), "--columns", "a,b", "--epsilon", "1", "--delta", "1e-6"]
+    out = json.loads(CliRunner().invoke(group, base + ["--json"]).stdout)
+    assert out["ok"] and len(out["scales"]) == 2, out
+    assert 0.5 <= out["scales"][0] <= 2.0 and 500.0 <= out["scales"][1] <= 2000.0, out["scales"]
+    assert "column scales (released" in CliRunner().invoke(group, base).stdout
+    given = json.loads(CliRunner().invoke(group, base + ["--radius", "5000", "--json"]).stdout)
+    assert given["scales"] is None

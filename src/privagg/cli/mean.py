@@ -104,6 +104,7 @@ def mean(
         "outside": None if release.outside is None else float(release.outside),
         "outside_sd": None if release.outside_sd is None else float(release.outside_sd),
         "clip_rule": release.clip_rule,
+        "scales": None if getattr(release, "scales", None) is None else [float(v) for v in release.scales],
         "ci_beta": CI_BETA,
         "ci_low": None if intervals is None else [float(v) for v in intervals[0]],
         "ci_high": None if intervals is None else [float(v) for v in intervals[1]],
@@ -117,7 +118,8 @@ def mean(
             click.echo(line, err=True)
     if plot is not None:
         ball = None
-        if release.ok and release.center is not None and release.clip_radius is not None:
+        if (release.ok and release.center is not None and release.clip_radius is not None
+                and getattr(release, "scales", None) is None):  # with scales the region is an ellipse
             ball = ([float(v) for v in release.center], float(release.clip_radius))
         plot_released(WHERE, plot, points=[payload["mean"]] if release.ok else [], label="released mean",
                       columns=cols, title=f"private mean of {file.name}", ball=ball,
@@ -139,6 +141,9 @@ def _print_table(file: Path, cols: list[str], release: Any, *, given_radius: boo
     click.echo(f"noisy count n̂ = {release.n_hat}; final clip: radius {release.clip_radius:.4g} "
                f"({release.clip_rule} rule), about {release.outside:.0f} ± {release.outside_sd:.2g} "
                "rows outside (noisy)")
+    if getattr(release, "scales", None) is not None:
+        click.echo("column scales (released; radii are in these units): "
+                   + ", ".join(f"{visible(c)} {v:.4g}" for c, v in zip(cols, release.scales)))
     low, high = release.confidence_intervals(CI_BETA)
     click.echo(f"  column: mean   [{1 - CI_BETA:.0%} interval: noise only, not the clipping bias]")
     for name, value, lo, hi in zip(cols, release.mean, low, high):

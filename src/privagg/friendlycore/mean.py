@@ -5,9 +5,17 @@ Algorithm (proof: ``docs/proofs/mean.md``). Non-finite rows are removed first (a
 with public shares of the budget:
 
 1. **Count.** ``n̂ = n + Z``, ``Z`` discrete Laplace of scale ``1/ε_n`` (ε_n-DP).
+1b. **Per-column scales** (only ``radius=None``, d >= 2 and ``n̂·ε/(10d) >= SCALE_MIN``, public).
+   Per column, report-noisy-max (ε/(10d) each) of the power of two ``2^k`` nearest in rank to the
+   median absolute difference of consecutive rows in a random order; the rest runs on
+   ``x_j/s_j`` and the release is scaled back, so each column's error follows its own spread
+   (:attr:`MeanRelease.scales`; docs/proofs/mean.md §2b).
 2. **Radius** (only when ``radius=None``). AboveThreshold over the public grid
    ``r_j = 2^{j/4}`` (``j = −40 … 160``: 2⁻¹⁰ to 2⁴⁰) on the Poisson subsample of step 3; see
-   :mod:`privagg.friendlycore.radius`.
+   :mod:`privagg.friendlycore.radius`. Small samples (released ``n̂·ε <`` :data:`PAIR_RADIUS`,
+   ``d <=`` :data:`PAIR_RADIUS_DIM`):
+   ``(2 + 1/d)`` times a report-noisy-max median of the distances of consecutive rows in a
+   random order, on the same grid (never ⊥; docs/proofs/mean.md §4b).
 3. **Locate.** A Poisson subsample ``S`` of rate ``q = min(1, m_locate / n̂)`` (data-independent
    given the released ``n̂``), then FriendlyCore with ``ball(r)``: BasicFilter, and friendly
    averaging of the core ``C``: ``m̂ = |C| + DLap(1/ε_c)``, ``m_low = m̂ − k`` with
@@ -98,6 +106,21 @@ SMALL_SAMPLE = 750
 _SMALL_SHARE_SELECT = Fraction(1, 5)
 _SMALL_SHARE_LOCATE = Fraction(1, 3)
 _SMALL_SHARE_FRIENDLY_COUNT = Fraction(1, 2)
+#: Per-column scales (``radius=None``, d >= 2): the scale step's share of ε (split evenly over
+#: the d columns), taken from the sums. It runs only when the released ``n̂·ε·SHARE_SCALE/d >=
+#: SCALE_MIN`` (public): below, the scales would be noise and the mean stays isotropic.
+SHARE_SCALE = Fraction(1, 10)
+SCALE_MIN = 150
+#: Small samples, radius: when the released ``n̂·ε < PAIR_RADIUS`` the friendship radius is
+#: ``pair_factor(d)`` times a private median of the distances of consecutive rows in a random
+#: order (report-noisy-max, never ⊥) instead of AboveThreshold, whose query noise crosses the
+#: threshold at some tiny radius in a third to half of the runs at n = 300 (then too few friends).
+PAIR_RADIUS = 5000
+#: ... and only for ``d <= PAIR_RADIUS_DIM`` (at d = 100, n = 1000 with 5 % far contamination
+#: the pair rule gave errors of 2·10³ against 2.7 for AboveThreshold: not validated beyond).
+PAIR_RADIUS_DIM = 5
+#: Candidate per-column scales ``2^k``, ``k`` in this range (public): exact power-of-two scaling.
+SCALE_EXPONENTS = np.arange(-50, 71)
 #: Refinement schedules tried (public choice): numbers of refinement steps and the share of the
 #: estimate budget (ρ, or ε for Laplace) that they take together, split evenly.
 REFINE_STEPS = (0, 1, 2, 3)
@@ -278,6 +301,8 @@ class MeanPlan:
     eps_quantile : Fraction
         The noisy histogram of distances that sets the final clipping radius (discrete Laplace
         scale ``1/eps_quantile`` per bin).
+    eps_scale : Fraction
+        The per-column scale step (0 when it does not run): ``eps_scale/d`` per column.
     """
 
     calibration: str
@@ -299,6 +324,7 @@ class MeanPlan:
     delta_sum: Fraction
     rho_sum: Fraction | None
     eps_quantile: Fraction
+    eps_scale: Fraction = Fraction(0)
 
     @property
     def gaussian(self) -> bool:
@@ -312,7 +338,8 @@ class MeanPlan:
     @property
     def privacy_loss(self) -> PrivacyLoss:
         """The end-to-end (ε, δ) by basic composition of the steps."""
-        eps = self.eps_count + self.eps_select + self.eps_locate + self.eps_quantile + self.eps_sum
+        eps = (self.eps_count + self.eps_select + self.eps_locate + self.eps_quantile
+               + self.eps_scale + self.eps_sum)
         dlt = self.delta_select + self.delta_locate + self.delta_sum
         return PrivacyLoss.approx(eps, dlt)
 
@@ -321,7 +348,7 @@ class MeanPlan:
         return {"calibration": self.calibration, "alpha": float(self.alpha),
                 "eps_count": float(self.eps_count), "eps_select": float(self.eps_select),
                 "eps_locate": float(self.eps_locate), "eps_quantile": float(self.eps_quantile),
-                "eps_sum": float(self.eps_sum)}
+                "eps_sum": float(self.eps_sum), "eps_scale": float(self.eps_scale)}
 
 
 def mean_plan(
@@ -332,6 +359,7 @@ def mean_plan(
     alpha: Any = 0.0,
     select_radius: bool = False,
     small: bool = False,
+    scale: bool = False,
     where: str = "private_mean",
 ) -> MeanPlan:
     """Split (ε, δ) between the steps of :func:`private_mean` and calibrate each (public only).
@@ -345,28 +373,31 @@ def mean_plan(
     the refinement steps and the final sum by :func:`estimate_schedule`. Every returned guarantee
     is the exact one of the calibrated noise, never above its share. ``small=True``: the
     small-sample shares (ε_sel = ε/5, locate ε/3, friendly count 1/2 of the friendly ε), which
-    :func:`private_mean` uses when the released ``n̂·ε < SMALL_SAMPLE``.
+    :func:`private_mean` uses when the released ``n̂·ε < SMALL_SAMPLE``. ``scale=True`` (only
+    with ``select_radius``): the per-column scale step gets ε·:data:`SHARE_SCALE`, from the sums.
     """
     eps = check_epsilon_floor(where, epsilon)
     dlt = check_delta_floor(where, delta)
     check_choice(where, "calibration", calibration, CALIBRATIONS)
     alpha_fraction(alpha, where)
-    return _plan(eps, dlt, calibration, Fraction(alpha), bool(select_radius), bool(small))
+    return _plan(eps, dlt, calibration, Fraction(alpha), bool(select_radius), bool(small),
+                 bool(scale) and bool(select_radius))
 
 
 def mean_privacy_loss(epsilon: Any, delta: Any, *, calibration: str = "gaussian", alpha: Any = 0.0,
                       select_radius: bool = False, where: str = "private_mean") -> PrivacyLoss:
-    """The guarantee of :func:`private_mean`: the larger (ε, δ) of its two plans (the plan is
+    """The guarantee of :func:`private_mean`: the largest (ε, δ) of its plans (the plan is
     chosen from the released ``n̂``; adaptive composition bounds each branch by its plan)."""
     plans = [mean_plan(epsilon, delta, calibration=calibration, alpha=alpha,
-                       select_radius=select_radius, small=small, where=where) for small in (False, True)]
+                       select_radius=select_radius, small=small, scale=scale, where=where)
+             for small in (False, True) for scale in (False, True)]
     return PrivacyLoss.approx(max(p.privacy_loss.epsilon for p in plans),
                               max(p.privacy_loss.delta for p in plans))
 
 
 @functools.lru_cache(maxsize=64)
 def _plan(eps: Fraction, dlt: Fraction, calibration: str, alpha: Fraction, select_radius: bool,
-          small: bool = False) -> MeanPlan:
+          small: bool = False, scale: bool = False) -> MeanPlan:
     gaussian = calibration != "laplace"
     eps_count = eps * _SHARE_COUNT
     share_select = _SMALL_SHARE_SELECT if small else _SHARE_SELECT
@@ -386,7 +417,8 @@ def _plan(eps: Fraction, dlt: Fraction, calibration: str, alpha: Fraction, selec
     e_loc, d_loc = end_to_end_budget(_float_up(e_cc + e_cm), _float_up(d_cc + d_cm), alpha=alpha)
     e_loc, d_loc = Fraction(e_loc), Fraction(d_loc)
     eps_quantile = eps * _SHARE_QUANTILE
-    eps_sum = eps - eps_count - eps_select - e_loc - eps_quantile
+    eps_scale = eps * SHARE_SCALE if scale else Fraction(0)
+    eps_sum = eps - eps_count - eps_select - e_loc - eps_quantile - eps_scale
     if gaussian:
         delta_sum = dlt - d_loc
         rho_sum = rho_for(eps_sum, delta_sum)
@@ -395,7 +427,7 @@ def _plan(eps: Fraction, dlt: Fraction, calibration: str, alpha: Fraction, selec
         delta_sum, rho_sum = Fraction(0), None
     return MeanPlan(calibration, alpha, small, eps_count, eps_select, Fraction(0), ef, df,
                     e_cc, d_cc, e_cm, d_cm, rho_cm, e_loc, d_loc, eps_sum, delta_sum, rho_sum,
-                    eps_quantile)
+                    eps_quantile, eps_scale)
 
 
 @dataclass(frozen=True)
@@ -434,6 +466,12 @@ class MeanRelease:
     clip_rule : str or None
         ``"tail"`` (the radius leaves about τ rows outside) or ``"robust"`` (a mass of rows far
         beyond the located cluster: median-distance clip, biased by design towards the cluster).
+    scales : numpy.ndarray or None
+        The released per-column scales ``s_j`` (powers of two), when the per-column scale step
+        ran (``radius=None``, d >= 2, ``n̂·ε/(10d) >= SCALE_MIN = 150``): the mean was computed on
+        ``x_j/s_j`` and scaled back, so ``radius`` and ``clip_radius`` are in those standardized
+        units (the clipping region is the ellipsoid ``‖(x − center)/s‖ <= clip_radius``); None
+        otherwise (one isotropic ball in the data's units).
     """
 
     ok: bool
@@ -452,6 +490,7 @@ class MeanRelease:
     outside_sd: float | None = None
     clip_rule: str | None = None
     noise: tuple | None = field(default=None, repr=False, compare=False)
+    scales: np.ndarray | None = None
 
     def confidence_intervals(self, beta: Any = 0.05) -> tuple[np.ndarray, np.ndarray] | None:
         """Per-coordinate intervals ``(low, high)``, each holding with probability ``>= 1 − β``
@@ -471,16 +510,18 @@ class MeanRelease:
         if not self.ok or self.noise is None or self.mean is None or self.center is None:
             return None
         kind, param, step, count_scale, rnd_per_row, rnd_fixed = self.noise
+        sc = 1.0 if self.scales is None else self.scales  # powers of two: exact
+        mean, center = self.mean / sc, self.center / sc  # the standardized release
         t = _noise_quantile(kind, param, 0.9 * beta) * step  # |Z_j| <= t w.p. >= 1 − 0.9β
         k_c = _dlap_two_sided(count_scale, 0.1 * beta)  # |n̂ − n| <= k_c w.p. >= 1 − 0.1β
         n_hat = float(self.n_hat)
         rnd = (n_hat + k_c) * rnd_per_row + rnd_fixed
-        off = np.abs(self.mean - self.center) * n_hat
+        off = np.abs(mean - center) * n_hat
         s_over_n = np.minimum(float(self.clip_radius), (off + t + rnd) / max(n_hat - k_c, 1.0))
         half = (t + rnd) / n_hat + s_over_n * k_c / n_hat
-        half = half + 4.0 * 2.0**-53 * (np.abs(self.mean) + np.abs(self.center))
+        half = half + 4.0 * 2.0**-53 * (np.abs(mean) + np.abs(center))
         half = half * (1.0 + 2.0**-40)
-        return _finite(self.mean - half), _finite(self.mean + half)
+        return _finite((mean - half) * sc), _finite((mean + half) * sc)
 
 
 def _noise_quantile(kind: str, param: float, beta: float) -> float:
@@ -582,7 +623,9 @@ def private_mean(
     radius : float, optional
         Friendship radius r (ℓ2): the mean is accurate when most points are within r of each
         other. ``None``: chosen privately on the grid ``2^{j/4}``, ``j = −40 … 160`` (ε/10 of
-        the budget).
+        the budget), after per-column scales (another ε/10, d >= 2, when ``n̂·ε/(10d) >= 150``),
+        so columns in different units each get an error in their own units. A given radius is
+        one ball in the data's units (no scales).
     alpha : float
         BasicFilter's α in [0, 1/2).
     rng : None, int, SeedSequence or Generator
@@ -655,25 +698,34 @@ def _private_mean(points: Any, epsilon: Any, delta: Any, radius: Any, alpha: Any
 
     def bottom(used_radius: float | None, reason: str) -> MeanRelease:
         return MeanRelease(False, None, eps_out, delta_out, used_radius, secure, loss, calibration,
-                           reason=reason, n_hat=n_hat)
+                           reason=reason, n_hat=n_hat, scales=scales)
 
     if ledger is not None:
         ledger.charge(loss, mechanism=where, parameters={**plan.public_parameters(),
                       "radius": r, "m_locate": m_loc, "d": int(x.shape[1])})
     d = x.shape[1]
-    n_hat = None
+    n_hat, scales = None, None
     # 1. count
     n_hat = x.shape[0] + int(discrete_laplace(1 / plan.eps_count, rng=gen))
     if n_hat < 1:
         return bottom(r, f"about 0 numeric rows (noisy count n̂ = {n_hat} < 1)")
-    if n_hat * _frac(epsilon) < SMALL_SAMPLE:  # public: a function of the released n̂
+    small = n_hat * _frac(epsilon) < SMALL_SAMPLE  # public: functions of the released n̂
+    scale = r is None and d >= 2 and n_hat * _frac(epsilon) * SHARE_SCALE / d >= SCALE_MIN
+    if small or scale:
         plan = mean_plan(epsilon, delta, calibration=calibration, alpha=alpha,
-                         select_radius=r is None, small=True, where=where)
+                         select_radius=r is None, small=small, scale=scale, where=where)
+    # 1b. per-column scales: the rest runs on x_j / s_j (exact power-of-two scaling)
+    k_scale = _column_scales(x, n_hat, plan.eps_scale / d, gen) if scale else np.zeros(d, np.int64)
+    if scale:
+        x = _finite(np.ldexp(x, -k_scale))
+        scales = np.ldexp(1.0, k_scale)
     # Poisson subsample of public rate (given n̂): used by radius selection and locate.
     q = min(1.0, m_loc / n_hat)
     sub = x[gen.random(x.shape[0]) < q]
     # 2. radius
-    if r is None:
+    if r is None and d <= PAIR_RADIUS_DIM and n_hat * _frac(epsilon) < PAIR_RADIUS:
+        r = _pair_radius(sub, min(n_hat, m_loc), plan.eps_select, gen)
+    elif r is None:
         from .radius import select_radius
 
         r = select_radius(sub, epsilon=plan.eps_select, alpha=alpha, rng=gen)
@@ -683,8 +735,12 @@ def _private_mean(points: Any, epsilon: Any, delta: Any, radius: Any, alpha: Any
     # 3. locate
     center, bound, m_hat = _locate(sub, r, plan, gen)
     if center is None:
+        need = M_MIN + plan.core_count_shift  # public: a function of ε, δ and the plan
+        if min(n_hat, m_loc) < need:
+            return bottom(r, f"noisy count n̂ = {n_hat} is below the {need} rows the locate step "
+                             f"needs at this ε and δ (noisy core size m̂ = {m_hat}, needs m̂ >= {need})")
         return bottom(r, f"too few points agree on a location (noisy core size m̂ = {m_hat}, "
-                         f"needs m̂ >= {M_MIN + plan.core_count_shift}; noisy count n̂ = {n_hat})")
+                         f"needs m̂ >= {need}; noisy count n̂ = {n_hat})")
     # 4. estimate: refinement steps, then the final sum with a clipping radius from a tail count
     *refine, last = estimate_schedule(plan, n_hat, r, bound, d)
     for part in refine:
@@ -699,8 +755,96 @@ def _private_mean(points: Any, epsilon: Any, delta: Any, radius: Any, alpha: Any
     h = 2.0 ** _sum_exponent(big_r)
     noise = ("gaussian" if plan.gaussian else "laplace", float(rel.noise_grid), rel.step,
              float(1 / plan.eps_count), h / 2.0 + 8.0 * 2.0**-53 * big_r, rel.step)
+    if scale:  # back to the data's units (post-processing)
+        mean, center = _finite(np.ldexp(mean, k_scale)), _finite(np.ldexp(center, k_scale))
     return MeanRelease(True, mean, eps_out, delta_out, r, secure, loss, calibration, big_r,
-                       center, None, n_hat, choice.outside, choice.outside_sd, choice.rule, noise)
+                       center, None, n_hat, choice.outside, choice.outside_sd, choice.rule, noise,
+                       scales)
+
+
+def _row_order(x: np.ndarray, gen: np.random.Generator) -> np.ndarray:
+    """A random total order of the rows that is a function of each row alone and public
+    randomness: rows sorted by a keyed 64-bit hash of their bits (key drawn from ``gen``), ties
+    by the bits themselves. Adding a row inserts it at one place of the others' order; equal
+    rows are interchangeable."""
+    n, d = x.shape
+    bits = np.ascontiguousarray(x).view(np.uint64)
+    keys = gen.integers(0, 2**63, size=(2, d), dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    h = np.zeros(n, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for j in range(d):  # over columns (d), not rows
+            h = (h ^ (bits[:, j] * keys[0, j])) * keys[1, j]
+            h ^= h >> np.uint64(29)
+        h *= np.uint64(0xBF58476D1CE4E5B9)
+        h ^= h >> np.uint64(31)
+    return np.lexsort([bits[:, j] for j in range(d - 1, -1, -1)] + [h])
+
+
+def scale_counts(x: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """``C[j, k] = #{i : |x_{o(i+1), j} − x_{o(i), j}| <= 2^{SCALE_EXPONENTS[k]}}`` over the
+    ``n − 1`` consecutive pairs of the row order ``o`` (exact comparison via
+    :func:`~privagg.friendlycore.radius.grid_levels`). Adding a row removes one pair and adds
+    two: every count moves by at most 2 (docs/proofs/mean.md §2b)."""
+    from .radius import grid_levels
+
+    n, d = x.shape
+    out = np.zeros((d, SCALE_EXPONENTS.size), dtype=np.int64)
+    if n < 2:
+        return out
+    xs = x[order]
+    with np.errstate(over="ignore", invalid="ignore"):
+        diff = np.ascontiguousarray(np.abs(xs[1:] - xs[:-1]).T)  # (d, n − 1), may be inf
+    for j in range(d):  # over columns
+        lv = np.sort(grid_levels(diff[j]))
+        out[j] = np.searchsorted(lv, 2 * SCALE_EXPONENTS, side="right")
+    return out
+
+
+def _column_scales(x: np.ndarray, n_hat: int, eps_col: Fraction,
+                   gen: np.random.Generator) -> np.ndarray:
+    """Per column, the exponent ``k`` of the power-of-two scale ``2^k`` nearest (in rank) to the
+    median of the absolute differences of consecutive rows in a random order (about 0.95σ for
+    Gaussian data): report-noisy-max of ``u_k = −|C_k − ⌊(n̂ − 1)/2⌋|`` (sensitivity 2) with
+    discrete Laplace noise of scale ``4/eps_col``, ``eps_col``-DP per column."""
+    counts = scale_counts(x, _row_order(x, gen))
+    utility = -np.abs(counts - (n_hat - 1) // 2)
+    noisy = utility + discrete_laplace(4 / eps_col, size=utility.shape, rng=gen)
+    return SCALE_EXPONENTS[np.argmax(noisy, axis=1)].astype(np.int64)
+
+
+def pair_factor(d: int) -> float:
+    """The public multiple of the median pair distance used as the friendship radius: ``2 + 1/d``
+    (for Gaussian data the pair distances concentrate as d grows; at d = 1, 3× the median
+    ``0.95σ`` keeps about 96 % of the pairs friends)."""
+    return 2.0 + 1.0 / d
+
+
+def pair_counts(sub: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """``C_j = #{i : ‖x_{o(i+1)} − x_{o(i)}‖² <= r_j²}`` over the consecutive pairs of the order,
+    for the radius grid ``r_j = 2^{j/4}`` (exact comparison of the float squared distance, a
+    function of the pair alone, with ``2^{j/2}``). Adding a row moves each count by at most 2."""
+    from .radius import GRID_EXPONENTS, grid_levels
+
+    if sub.shape[0] < 2:
+        return np.zeros(GRID_EXPONENTS.size, dtype=np.int64)
+    xs = sub[order]
+    with np.errstate(over="ignore", invalid="ignore"):
+        y = xs[1:] - xs[:-1]
+        sq = np.nan_to_num(np.einsum("ij,ij->i", y, y), nan=np.inf)
+    lv = np.sort(grid_levels(sq))
+    return np.searchsorted(lv, GRID_EXPONENTS, side="right").astype(np.int64)
+
+
+def _pair_radius(sub: np.ndarray, m_pub: int, eps_sel: Fraction, gen: np.random.Generator) -> float:
+    """``pair_factor(d)·r_ĵ``: report-noisy-max of ``u_j = −|C_j − ⌊(m_pub − 1)/2⌋|`` over the
+    radius grid (:func:`pair_counts`; sensitivity 2, discrete Laplace of scale ``4/ε_sel``;
+    ``m_pub = min(n̂, m_locate)`` public): ε_sel-DP (docs/proofs/mean.md §4b)."""
+    from .radius import grid_radii
+
+    counts = pair_counts(sub, _row_order(sub, gen))
+    utility = -np.abs(counts - (m_pub - 1) // 2)
+    noisy = utility + discrete_laplace(4 / eps_sel, size=utility.shape, rng=gen)
+    return float(grid_radii()[int(np.argmax(noisy))]) * pair_factor(sub.shape[1])
 
 
 def _grid_up(v: float) -> float:
