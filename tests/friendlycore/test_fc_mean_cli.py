@@ -78,16 +78,18 @@ def test_reader_errors(data_file: Path, tmp_path: Path):
 
 
 def test_cli_json(group, data_file: Path):
-    """The CLI always uses the secure generator (unseeded). Failure rate: the per-coordinate
-    error has sd ≈ 0.009 (300 seeded runs of this call: largest error 0.052, no ⊥), so the
-    0.3 tolerance is > 25 sd away: below 1e-12."""
+    """The CLI always uses the secure generator (unseeded). Failure rate: 1500 seeded runs of this
+    call (private_mean on these points, radius 6): median error 0.0075, largest 0.354 — the
+    final clip rule's rare wide radius (docs/proofs/mean.md §6) makes the tail heavier than the
+    noise sd ≈ 0.009 — so the tolerance 1.0 (a mis-wired column is off by 70) has no failure in
+    1500 (95 % upper bound 2e-3)."""
     res = CliRunner().invoke(group, ["mean", str(data_file), "--columns", "a,b", "--epsilon", "1",
                                      "--delta", "1e-6", "--radius", "6", "--json"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert {"ok", "mean", "epsilon", "delta", "radius"} <= set(out)
     assert out["ok"] and out["radius"] == 6.0 and out["epsilon"] <= 1.0 and out["delta"] <= 1e-6
-    assert np.abs(np.array(out["mean"]) - (50.0, -20.0)).max() < 0.3  # noise sd ≈ 0.01 here
+    assert np.abs(np.array(out["mean"]) - (50.0, -20.0)).max() < 1.0  # see the docstring
     assert out["secure"] is True
     assert out["calibration"] == "gaussian" and out["columns"] == ["a", "b"]
 
@@ -147,7 +149,7 @@ def test_cli_other_calibrations(group, data_file: Path, calibration: str):
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert out["ok"] and out["calibration"] == calibration and out["columns"] == ["b", "a"]
-    assert np.abs(np.array(out["mean"]) - (-20.0, 50.0)).max() < 0.3
+    assert np.abs(np.array(out["mean"]) - (-20.0, 50.0)).max() < 1.0
     assert out["epsilon"] <= 1.0 and out["delta"] <= 1e-6
 
 

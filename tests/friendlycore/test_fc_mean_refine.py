@@ -119,9 +119,10 @@ EPS_Q, DELTA_AUDIT, CONF = 1.0, 1e-6, 0.999
 
 def quantile_pair():
     """d = 1, U = 1, n̂ = 200, τ = 1 (public here). At ε_q = 1 the tail test at the edge
-    2^{-1/4} (index 13, sd = √14·1.357) passes with at most 11.15 rows beyond: 11 rows at 0.9
-    pass, 12 fail; 50 rows at 0.78 make every deeper edge fail."""
-    base = np.concatenate([np.full(11, 0.9), np.full(50, 0.78), np.zeros(60)])[:, None]
+    2^{-1/4} (index 13, sd = √14·1.357) passes with at most 1 + 3·5.08 = 16.2 rows beyond
+    (``TAIL_SD = 3``): 16 rows at 0.9 pass, 17 fail; 50 rows at 0.78 make every deeper edge fail."""
+    assert M.TAIL_SD == 3
+    base = np.concatenate([np.full(16, 0.9), np.full(50, 0.78), np.zeros(60)])[:, None]
     return base, np.concatenate([base, [[0.9]]])
 
 

@@ -137,10 +137,11 @@ QUANTILE_GRID = 24
 QUANTILE_ABOVE = 2
 TOP_FACTOR = 4
 #: Tail rule: the final clipping radius is the least edge whose noisy count beyond it is at most
-#: ``τ + 2·sd`` (sd: public noise sd of that tail count), ``τ = max(TAIL_MIN, √d·σ_1)`` with
+#: ``τ + TAIL_SD·sd`` (sd: public noise sd of that tail count), ``τ = max(TAIL_MIN, √d·σ_1)`` with
 #: ``σ_1`` the final sum's noise sd per coordinate in units of its radius (so the clipping bias,
 #: at most τ·excess/n, and the noise, ≈ √d·σ_1·R/n, are balanced).
 TAIL_MIN = 1
+TAIL_SD = 3
 #: Far mass: if the noisy count beyond the top edge exceeds ``max(TAIL_FAR, τ) + 3·sd``, the
 #: robust fallback (median-distance clip, :data:`CLIP_TAIL`) is used instead of the tail rule.
 TAIL_FAR = 4
@@ -999,8 +1000,10 @@ def _quantile_radius(x: np.ndarray, center: np.ndarray, upper: float, n_hat: int
 
     * far mass, ``T̃_0 > max(TAIL_FAR, τ) + 3·sd_0``: the robust rule, the least edge (scanning
       down, stopping at the first failure) with ``T̃_j + 2·sd_j <= CLIP_TAIL·n̂``;
-    * else the tail rule: the least edge with ``T̃_j <= τ + 2·sd_j`` (the last one passing, not
-      the first failure), the top edge if none passes.
+    * else the tail rule: the least edge with ``T̃_j <= τ + TAIL_SD·sd_j`` (the last one passing,
+      not the first failure); when no edge below the top passes (the noisy tails over the empty
+      top bins are a random walk that can stay above the bound: about 0.5 % of runs with
+      ``TAIL_SD = 2``), the robust rule instead of the top edge.
     """
     edges = clip_edges(upper, n_hat)
     noisy = _distance_bins(x, center, edges) + discrete_laplace(1 / eps_q, size=edges.size + 1,
@@ -1014,8 +1017,11 @@ def _quantile_radius(x: np.ndarray, center: np.ndarray, upper: float, n_hat: int
     else:
         # the last passing edge (not the first failure: the noisy tails over the empty bins at
         # the top are a random walk, which crosses τ + 2·sd_j somewhere too often)
-        ok, rule = tails <= tau + 2.0 * sd, "tail"
+        ok, rule = tails <= tau + TAIL_SD * sd, "tail"
         j = int(np.flatnonzero(ok)[-1]) if ok.any() else 0
+        if j == 0:  # an excursion of that walk above the bound at every edge: do not clip at the top
+            ok, rule = tails + 2.0 * sd <= float(CLIP_TAIL) * n_hat, "robust"
+            j = int(np.argmin(ok)) - 1 if not ok.all() else edges.size - 1
     j = max(j, 0)
     return ClipChoice(float(edges[j]), float(tails[j]), float(sd[j]), rule)
 
