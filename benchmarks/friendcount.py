@@ -150,7 +150,7 @@ def case_far_one(spec: str) -> dict:
 
 
 def case_far_mean(spec: str) -> dict:
-    from privagg.friendlycore import private_mean
+    from privagg import private_mean
 
     x = _far_data(8000, 20, None if spec == "none" else float(spec), True)
     t = time.perf_counter()

@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from privagg.friendlycore.mean import private_mean, rho_for
+from privagg.mechanisms.mean import private_mean, rho_for
 
 D, N, EPS, DELTA, NORM = 100, 10_000, 1.0, 1e-6, 1e4
 

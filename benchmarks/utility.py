@@ -140,7 +140,7 @@ def known_radius(n: int, d: int) -> float:
 
 def _load_privagg() -> Callable | None:
     try:
-        from privagg.friendlycore.mean import private_mean
+        from privagg.mechanisms.mean import private_mean
     except ImportError:
         return None
     return private_mean
@@ -740,7 +740,7 @@ def km_run(x: np.ndarray, k: int, seed: int, dpl: bool = True) -> dict[str, tupl
     of scikit-learn with n_init=1 (the time target's reference)."""
     from sklearn.cluster import KMeans
 
-    from privagg.friendlycore.kmeans import private_kmeans
+    from privagg.mechanisms.kmeans import private_kmeans
 
     out: dict[str, tuple[float, float]] = {}
     t0 = time.perf_counter()

@@ -90,7 +90,7 @@ MUTATIONS: tuple[Mutation, ...] = (
              'con.sql("SET enable_progress_bar = false")\n    con.sql("RESET memory_limit")',
              ("tests/engines/test_duckdb_engine.py::test_group_by_spills_to_disk_under_a_small_memory_limit",)),
     Mutation("kmeans-zero-distance-far", "fc_kmeans ~244: a row on its center lands in the innermost bin",
-             "friendlycore/kmeans.py", "np.maximum(dist, np.finfo(float).tiny)", "np.where(dist > 0, dist, np.inf)",
+             "mechanisms/kmeans.py", "np.maximum(dist, np.finfo(float).tiny)", "np.where(dist > 0, dist, np.inf)",
              (FC + "test_fc_kmeans.py::test_lloyd_step_with_rows_exactly_on_their_centers",)),
     # ---- statistical tests without power
     Mutation("laplace-ar-bound-2x-loose", "hist_statistical ~247: add/remove bound 2× loose", H,

@@ -1,8 +1,9 @@
 """privagg — practical differentially private aggregation.
 
-Layers (one sub-package each): ``noise`` (secure exact samplers) → ``mechanisms`` (histograms)
-and ``friendlycore`` (FriendlyCore filter, mean, k-means) → ``accounting`` (privacy-loss types,
-ledger) → ``engines`` (numpy / DuckDB counting) → ``cli``.
+Layers (one sub-package each): ``noise`` (secure exact samplers) → ``friendlycore`` (the
+framework: predicates, friend counting, BasicFilter, conversion, radius) → ``mechanisms`` (every
+release: histograms, mean, k-means) → ``accounting`` (privacy-loss types, ledger) → ``engines``
+(numpy, DuckDB, Spark behind one interface) → ``cli``.
 
 **The rule of public inputs.** The exit code, stderr, warnings, the set of exceptions, memory and,
 as far as practical, running time are functions of public inputs only — the parameters, the
@@ -37,10 +38,10 @@ _LAZY = {
     "friendly_budget": "privagg.friendlycore",
     "end_to_end_budget": "privagg.friendlycore",
     "friendly": "privagg.friendlycore",
-    "private_mean": "privagg.friendlycore",
-    "MeanRelease": "privagg.friendlycore",
-    "private_kmeans": "privagg.friendlycore",
-    "KMeansRelease": "privagg.friendlycore",
+    "private_mean": "privagg.mechanisms.mean",
+    "MeanRelease": "privagg.mechanisms.mean",
+    "private_kmeans": "privagg.mechanisms.kmeans",
+    "KMeansRelease": "privagg.mechanisms.kmeans",
     # randomness
     "SecureGenerator": "privagg.noise.rng",
 }

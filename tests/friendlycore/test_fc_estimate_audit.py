@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-import privagg.friendlycore.mean as M
+import privagg.mechanisms.mean as M
 from privagg.accounting import zcdp_to_epsilon
 from privagg.testing.audit import AuditResult, audit_samples
 

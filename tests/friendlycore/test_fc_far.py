@@ -21,8 +21,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-import privagg.friendlycore.kmeans as K
-import privagg.friendlycore.mean as M
+import privagg.mechanisms.kmeans as K
+import privagg.mechanisms.mean as M
 from privagg.errors import ParameterError
 from privagg.noise.grid import grid_gaussian_integers, grid_laplace_integers
 from privagg.testing import chisquare_gof, discrete_gaussian_pmf, discrete_laplace_pmf

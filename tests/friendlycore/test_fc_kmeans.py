@@ -18,7 +18,7 @@ import mpmath
 import numpy as np
 import pytest
 
-import privagg.friendlycore.kmeans as K
+import privagg.mechanisms.kmeans as K
 from privagg.accounting import Ledger, zcdp_to_epsilon
 from privagg.errors import BudgetExceededError, ParameterError
 from privagg.friendlycore import end_to_end_budget, friend_counts

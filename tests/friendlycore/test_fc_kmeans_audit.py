@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-import privagg.friendlycore.kmeans as K
+import privagg.mechanisms.kmeans as K
 from privagg.testing.audit import audit_mechanism, audit_samples
 
 SEED = 8808

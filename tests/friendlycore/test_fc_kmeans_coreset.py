@@ -24,7 +24,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-import privagg.friendlycore.kmeans as K
+import privagg.mechanisms.kmeans as K
 from privagg.accounting import zcdp_to_epsilon
 from privagg.noise.distributions import DiscreteLaplace
 from privagg.testing.audit import audit_mechanism

@@ -6,7 +6,7 @@ row at the edge of the histogram's outer radius, in the cluster of 0. The row la
 farthest distance bin, which on ``D'`` usually makes the noisy histogram choose the largest
 clipping radius 5 for cluster 0 (on ``D`` only when the bin's noise is >= 1), and then adds a
 clipped unit term −1 to that cluster's sum: both parts of the step's claimed per-step guarantee
-``(ε_h + ε_ls, δ_ls)`` (:func:`privagg.friendlycore.kmeans.kmeans_plan` at ε = 20, δ = 10⁻²:
+``(ε_h + ε_ls, δ_ls)`` (:func:`privagg.mechanisms.kmeans.kmeans_plan` at ε = 20, δ = 10⁻²:
 ``(1 + 1.25, 0.0025)``) are exercised. Released: the moved center of cluster 0.
 
 The step is not vectorized (its clipping radii are a function of the noisy histogram), so each
@@ -21,7 +21,7 @@ from fractions import Fraction
 
 import numpy as np
 
-import privagg.friendlycore.kmeans as K
+import privagg.mechanisms.kmeans as K
 from privagg.testing.audit import audit_mechanism
 
 SEED = 27182

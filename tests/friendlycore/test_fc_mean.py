@@ -19,10 +19,10 @@ import math
 import numpy as np
 import pytest
 
-import privagg.friendlycore.mean as M
+import privagg.mechanisms.mean as M
 from privagg.accounting import Ledger
 from privagg.errors import BudgetExceededError, ParameterError
-from privagg.friendlycore.mean import mean_plan, private_mean
+from privagg.mechanisms.mean import mean_plan, private_mean
 
 SEED = 777001
 BETA = 1e-5

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-import privagg.friendlycore.mean as M
+import privagg.mechanisms.mean as M
 from privagg.friendlycore import friend_counts, keep_probabilities
 from privagg.testing.audit import audit_mechanism, audit_samples
 

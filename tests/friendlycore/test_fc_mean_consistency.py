@@ -29,8 +29,8 @@ import mpmath
 import numpy as np
 import pytest
 
-import privagg.friendlycore.mean as M
-from privagg.friendlycore.mean import private_mean
+import privagg.mechanisms.mean as M
+from privagg.mechanisms.mean import private_mean
 from privagg.noise.grid import grid_integers
 
 SEED = 1100

@@ -13,7 +13,7 @@ from scipy import optimize
 
 from privagg.accounting import zcdp_to_epsilon
 from privagg.friendlycore import friend_counts, keep_probabilities
-from privagg.friendlycore.mean import (
+from privagg.mechanisms.mean import (
     M_MIN,
     dlap_tail_shift,
     mean_plan,
@@ -101,7 +101,7 @@ def test_plan_shares_and_totals(calibration, select, small, eps, delta):
 
 
 def test_plan_is_the_same_for_synonyms_and_reported_by_release():
-    import privagg.friendlycore.mean as M
+    import privagg.mechanisms.mean as M
 
     g = mean_plan(1.0, 1e-6, calibration="gaussian")
     z = mean_plan(1.0, 1e-6, calibration="zcdp")
@@ -118,7 +118,7 @@ def test_plan_is_the_same_for_synonyms_and_reported_by_release():
 
 def test_small_sample_plan_is_chosen_from_the_released_count(monkeypatch):
     """n̂·ε < SMALL_SAMPLE selects the small-sample shares; the count share is the same in both."""
-    import privagg.friendlycore.mean as M
+    import privagg.mechanisms.mean as M
 
     used = []
     real = M._locate

@@ -11,8 +11,8 @@ import mpmath
 import numpy as np
 import pytest
 
-import privagg.friendlycore.mean as M
-from privagg.friendlycore.mean import dlap_tail_shift, estimate_schedule, mean_plan
+import privagg.mechanisms.mean as M
+from privagg.mechanisms.mean import dlap_tail_shift, estimate_schedule, mean_plan
 from privagg.testing.audit import audit_mechanism
 
 mpmath.mp.dps = 40

@@ -27,8 +27,8 @@ import math
 import numpy as np
 import pytest
 
-import privagg.friendlycore.mean as M
-from privagg.friendlycore.mean import private_mean
+import privagg.mechanisms.mean as M
+from privagg.mechanisms.mean import private_mean
 from privagg.testing.audit import audit_mechanism
 
 SEED = 1111

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-import privagg.friendlycore.mean as M
-from privagg.friendlycore.mean import private_mean
+import privagg.mechanisms.mean as M
+from privagg.mechanisms.mean import private_mean
 
 SEED = 1112
 RUNS = 80

@@ -33,8 +33,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import privagg.friendlycore.kernel as KER
-import privagg.friendlycore.kmeans as K
-import privagg.friendlycore.mean as M
+import privagg.mechanisms.kmeans as K
+import privagg.mechanisms.mean as M
 import privagg.friendlycore.predicates as P
 import privagg.friendlycore.radius as R
 from privagg.accounting import Ledger

@@ -25,8 +25,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-import privagg.friendlycore.kmeans as K
-import privagg.friendlycore.mean as M
+import privagg.mechanisms.kmeans as K
+import privagg.mechanisms.mean as M
 from privagg.noise.grid import _sqrt_up, grid_integers
 
 SEED = 20261130

@@ -1,7 +1,7 @@
 """``privagg kmeans FILE --columns A,B,... --k K --epsilon E --delta D``: private k-means centers.
 
 Order of work: parameters (and the plot target) → the file's schema and the numeric columns
-(DuckDB) → the ledger → :func:`privagg.friendlycore.kmeans.private_kmeans` (which charges the
+(DuckDB) → the ledger → :func:`privagg.mechanisms.kmeans.private_kmeans` (which charges the
 ledger before drawing noise) → output. Errors come only from public inputs (parameters, path,
 schema), never from values.
 
@@ -76,7 +76,7 @@ def kmeans(
     of centers, then private Lloyd steps). ⊥ ("ok": false, with a reason) when too few rows. Rows with a missing or
     non-numeric value are dropped (data, not errors). Add/remove neighbours.
     """
-    from ..friendlycore.kmeans import private_kmeans
+    from ..mechanisms.kmeans import private_kmeans
 
     cols = columns_option(WHERE, columns)
     k = _k(k_text)

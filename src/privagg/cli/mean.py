@@ -5,7 +5,7 @@ final clipping ball (both released by the mechanism); the points are private and
 and no density of them is drawn.
 
 Order of work: parameters → the file's schema and the numeric columns (DuckDB) → the ledger →
-:func:`privagg.friendlycore.mean.private_mean` (which charges the ledger before drawing noise) →
+:func:`privagg.mechanisms.mean.private_mean` (which charges the ledger before drawing noise) →
 output. Errors come only from public inputs (parameters, path, schema), never from values.
 """
 
@@ -69,7 +69,7 @@ def mean(
     the mean; ⊥ ("ok": false) when too few points agree. Rows with a missing or non-numeric value
     are dropped (data, not errors). Add/remove neighbours.
     """
-    from ..friendlycore.mean import CALIBRATIONS, private_mean
+    from ..mechanisms.mean import CALIBRATIONS, private_mean
 
     cols = columns_option(WHERE, columns)
     eps = number_option(WHERE, "epsilon", epsilon)

@@ -1,4 +1,5 @@
-"""FriendlyCore (Tsfadia et al., ICML 2022): predicates, friend counting, BasicFilter, conversion."""
+"""FriendlyCore (Tsfadia et al., ICML 2022), the framework: predicates, friend counting, BasicFilter,
+conversion, radius selection. The releases built on it (mean, k-means) live in :mod:`privagg.mechanisms`."""
 
 from __future__ import annotations
 
@@ -12,15 +13,11 @@ from .conversion import (
 )
 from .filter import basic_filter, keep_probabilities
 from .kernel import friend_counts
-from .kmeans import KMeansRelease, private_kmeans
-from .mean import MeanRelease, private_mean
 from .predicates import ball, tuple_match
 
 __all__ = [
     "FriendlyMechanism",
     "FriendlyRelease",
-    "KMeansRelease",
-    "MeanRelease",
     "ball",
     "basic_filter",
     "end_to_end_budget",
@@ -29,7 +26,5 @@ __all__ = [
     "friendly_budget",
     "keep_probabilities",
     "predicates",
-    "private_kmeans",
-    "private_mean",
     "tuple_match",
 ]

@@ -314,13 +314,13 @@ def _gaussian_calibration(epsilon: Any, delta: Any, neighbors: str, l0: int, lin
                           where: str) -> tuple[Fraction, Fraction, Fraction, Fraction]:
     """(σ², ρ, ε_exact, δ) of the Gaussian user-level Laplace histogram (docs/proofs/histograms.md §10).
 
-    ρ = the certified :func:`privagg.friendlycore.mean.rho_for` (ε, δ) (zcdp_to_epsilon(ρ, δ) ≤ ε);
+    ρ = the certified :func:`privagg.mechanisms.mean.rho_for` (ε, δ) (zcdp_to_epsilon(ρ, δ) ≤ ε);
     Δ₂² = ℓ0ℓ∞² (add/remove) or 2ℓ0ℓ∞² (replace); σ² = Δ₂²/(2ρ) rounded *up* (a rational with
     denominator ≤ 2^40, or beyond the sampler's table an integer its exact CKS sampler takes);
     ρ_actual = Δ₂²/(2σ²) ≤ ρ and ε_exact = min(zcdp_to_epsilon(ρ_actual, δ), zcdp_to_epsilon(ρ, δ)) ≤ ε.
     """
     from ..accounting import zcdp_to_epsilon
-    from ..friendlycore.mean import rho_for
+    from ..mechanisms.mean import rho_for
     from ..noise._laws import gaussian_half
     from ..noise.grid import _cks_friendly
 

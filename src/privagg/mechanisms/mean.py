@@ -79,9 +79,9 @@ from ..noise.grid import (
 )
 from ..noise.rng import resolve_rng
 from ..noise.samplers import discrete_laplace
-from .conversion import end_to_end_budget, friendly_budget
-from .filter import alpha_fraction, core_mask
-from .predicates import ball
+from ..friendlycore.conversion import end_to_end_budget, friendly_budget
+from ..friendlycore.filter import alpha_fraction, core_mask
+from ..friendlycore.predicates import ball
 
 __all__ = ["CALIBRATIONS", "MeanPlan", "MeanRelease", "estimate_schedule", "mean_plan", "mean_privacy_loss",
            "private_mean", "rho_for"]
@@ -727,7 +727,7 @@ def _private_mean(points: Any, epsilon: Any, delta: Any, radius: Any, alpha: Any
     if r is None and d <= PAIR_RADIUS_DIM and n_hat * _frac(epsilon) < PAIR_RADIUS:
         r = _pair_radius(sub, min(n_hat, m_loc), plan.eps_select, gen)
     elif r is None:
-        from .radius import select_radius
+        from ..friendlycore.radius import select_radius
 
         r = select_radius(sub, epsilon=plan.eps_select, alpha=alpha, rng=gen)
         if r is None:
@@ -786,7 +786,7 @@ def scale_counts(x: np.ndarray, order: np.ndarray) -> np.ndarray:
     ``n − 1`` consecutive pairs of the row order ``o`` (exact comparison via
     :func:`~privagg.friendlycore.radius.grid_levels`). Adding a row removes one pair and adds
     two: every count moves by at most 2 (docs/proofs/mean.md §2b)."""
-    from .radius import grid_levels
+    from ..friendlycore.radius import grid_levels
 
     n, d = x.shape
     out = np.zeros((d, SCALE_EXPONENTS.size), dtype=np.int64)
@@ -824,7 +824,7 @@ def pair_counts(sub: np.ndarray, order: np.ndarray) -> np.ndarray:
     """``C_j = #{i : ‖x_{o(i+1)} − x_{o(i)}‖² <= r_j²}`` over the consecutive pairs of the order,
     for the radius grid ``r_j = 2^{j/4}`` (exact comparison of the float squared distance, a
     function of the pair alone, with ``2^{j/2}``). Adding a row moves each count by at most 2."""
-    from .radius import GRID_EXPONENTS, grid_levels
+    from ..friendlycore.radius import GRID_EXPONENTS, grid_levels
 
     if sub.shape[0] < 2:
         return np.zeros(GRID_EXPONENTS.size, dtype=np.int64)
@@ -840,7 +840,7 @@ def _pair_radius(sub: np.ndarray, m_pub: int, eps_sel: Fraction, gen: np.random.
     """``pair_factor(d)·r_ĵ``: report-noisy-max of ``u_j = −|C_j − ⌊(m_pub − 1)/2⌋|`` over the
     radius grid (:func:`pair_counts`; sensitivity 2, discrete Laplace of scale ``4/ε_sel``;
     ``m_pub = min(n̂, m_locate)`` public): ε_sel-DP (docs/proofs/mean.md §4b)."""
-    from .radius import grid_radii
+    from ..friendlycore.radius import grid_radii
 
     counts = pair_counts(sub, _row_order(sub, gen))
     utility = -np.abs(counts - (m_pub - 1) // 2)

@@ -55,8 +55,8 @@ from ..noise.grid import (
 )
 from ..noise.rng import resolve_rng
 from ..noise.samplers import bernoulli_rational, discrete_laplace
-from .conversion import end_to_end_budget, friendly_budget, movement_bound
-from .filter import keep_probabilities
+from ..friendlycore.conversion import end_to_end_budget, friendly_budget, movement_bound
+from ..friendlycore.filter import keep_probabilities
 from .mean import (
     M_MIN,
     SUM_BITS,
@@ -77,8 +77,8 @@ from .mean import (
     rho_for,
 )
 from . import mean as _mean_module
-from .predicates import TupleMatch, squared_distance
-from .radius import grid_radii
+from ..friendlycore.predicates import TupleMatch, squared_distance
+from ..friendlycore.radius import grid_radii
 
 __all__ = [
     "KMeansPlan",
@@ -198,7 +198,7 @@ def kmeans_plan(epsilon: Any, delta: Any, *, select_radius: bool = True,
     sums; the aggregation gets the rest of ε and δ/2 as
     a replace-one-tuple target, halved for group privacy, turned into a friendly budget by
     :func:`privagg.friendly_budget` and split 1/3 : 2/3 between count and mean (δ half each); the
-    per-tuple ε₁ is capped at 64 (:func:`~privagg.friendlycore.mean.capped_friendly_budget`),
+    per-tuple ε₁ is capped at 64 (:func:`~privagg.mechanisms.mean.capped_friendly_budget`),
     beyond which the rest of ε is left unspent. Every returned guarantee is that of the calibrated noise, never above its share.
     """
     eps = check_epsilon_floor(where, epsilon)
@@ -584,7 +584,7 @@ def private_kmeans(
         Number of centers, 1 to 1000.
     epsilon : float
         ε in [2⁻¹⁰⁰, ∞) (end to end, add/remove one row). The aggregation uses at most ε₁ = 64 per tuple
-        (:data:`~privagg.friendlycore.mean.FRIENDLY_EPS_MAX`); beyond, the rest is unspent and
+        (:data:`~privagg.mechanisms.mean.FRIENDLY_EPS_MAX`); beyond, the rest is unspent and
         the reported guarantee is below ε.
     delta : float
         δ in [2⁻⁹⁰⁰, 1).
@@ -852,7 +852,7 @@ def coreset_plan(epsilon: Any, delta: Any, d: int, *, where: str = "private_kmea
     Shares (``_C_SHARE_*``): ε_n = ε/40, the cell-side search ε/20 and pick ε/10, the coreset histogram ε/5
     with δ/4, for ``d > D_CORE`` the coordinate-mode anchor ε/20 with δ/8, per Lloyd step ε/40 for
     the cluster sizes; the clipped sums get the rest of ε and of δ as one ρ (certified by
-    :func:`~privagg.friendlycore.mean.rho_for`), split 1/4 : 1/4 : 1/2 between the three steps.
+    :func:`~privagg.mechanisms.mean.rho_for`), split 1/4 : 1/4 : 1/2 between the three steps.
     """
     eps = check_epsilon_floor(where, epsilon)
     dlt = check_delta_floor(where, delta)
@@ -1066,7 +1066,7 @@ def cluster_integer_sums(x: np.ndarray, label: np.ndarray, refs: np.ndarray, rad
                          exponent: int) -> np.ndarray:
     """All clusters at once: ``S_c = Σ_{label_i = c} rint(clip(x_i − refs_c, R_c)/R_c/2^e)``,
     exactly, as Python integers (object array ``(k, d)``). Every row's term is the term of
-    :func:`~privagg.friendlycore.mean._clipped_integer_sum` with ``unit = R_c`` (norm ``<= 2^{−e}``
+    :func:`~privagg.mechanisms.mean._clipped_integer_sum` with ``unit = R_c`` (norm ``<= 2^{−e}``
     before rounding); blocks of ``2^14`` rows are summed per cluster with the
     block's rows sorted by label and ``np.add.reduceat`` (integer-valued float64 partial sums below
     ``2^53``: exact in any order), blocks are added as Python integers."""
