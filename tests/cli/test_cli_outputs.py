@@ -114,3 +114,28 @@ def test_write_failure_after_the_charge_keeps_the_release(csv_file: Path, points
     assert result.stderr == (f"privagg: error: could not write the plot {str(out)!r} (No space left on device); "
                              "the release above was printed and charged\n")
     assert charges(ledger_path) == 1
+
+
+def test_log_axes_are_labelled_in_plain_numbers(tmp_path: Path) -> None:
+    """Figures are drawn with mathtext off (keys are data); the default log-axis labels are
+    mathtext, which would then print as ``$\\mathdefault{10^{-3}}$``: save_figure relabels them.
+    Control: the same figure saved under literal_text without the relabelling shows the '$'."""
+    from matplotlib.figure import Figure
+
+    from privagg.cli._output import literal_text, save_figure
+
+    def figure() -> Figure:
+        fig = Figure()
+        ax = fig.add_subplot()
+        ax.loglog([1, 10, 1000], [1e-1, 1e-3, 1e-5])
+        return fig
+
+    fig = figure()
+    save_figure(fig, tmp_path / "ok.png")
+    labels = [t.get_text() for ax in fig.axes for t in ax.get_xticklabels() + ax.get_yticklabels()]
+    assert labels and all("$" not in t for t in labels) and any(t for t in labels), labels
+    control = figure()
+    with literal_text():
+        control.savefig(tmp_path / "raw.png")
+    raw = [t.get_text() for ax in control.axes for t in ax.get_yticklabels()]
+    assert any("$" in t for t in raw), raw

@@ -77,9 +77,22 @@ def literal_text() -> Iterator[None]:
         yield
 
 
+def plain_log_ticks(fig: Any) -> None:
+    """Log axes label their ticks as plain numbers (``0.001``): matplotlib's default log labels
+    are mathtext (``$\\mathdefault{10^{-3}}$``), which :func:`literal_text` would print verbatim."""
+    from matplotlib.ticker import LogFormatter, NullFormatter
+
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            if axis.get_scale() == "log":
+                axis.set_major_formatter(LogFormatter(labelOnlyBase=True))
+                axis.set_minor_formatter(NullFormatter())
+
+
 def save_figure(fig: Any, path: Path, **kwargs: Any) -> None:
     """``fig.savefig(path)`` in the format of its suffix; any failure is an OutputError."""
     try:
+        plain_log_ticks(fig)
         with literal_text():
             fig.savefig(path, format=path.suffix[1:].lower(), **kwargs)
     except Exception as exc:  # after the release: whatever went wrong, one line (exit 4)
