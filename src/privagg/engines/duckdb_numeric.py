@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -33,12 +34,33 @@ from .duckdb import (
     quote_identifier,
 )
 
-__all__ = ["read_numeric_columns"]
+__all__ = ["numeric_select", "read_numeric_columns"]
 
 _NUMERIC_TYPE = re.compile(
     r"^(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT|UHUGEINT"
     r"|FLOAT|DOUBLE|REAL|DECIMAL(\(\d+, ?\d+\))?)$"
 )
+
+
+def numeric_select(path: str | Path, cols: Sequence[str], *, caller: str, csv: Any = None
+                   ) -> tuple[list[Any], str]:
+    """Check ``cols`` (distinct; numeric types for Parquet, whose schema is public) and return their
+    :class:`~privagg.engines.duckdb.FileColumn` s and the SELECT list ``CAST(col AS DOUBLE) AS c0, …``
+    (CSV: ``TRY_CAST(trim(col) …)``, so a non-number is NULL, never an error)."""
+    if not cols or len(set(cols)) != len(cols):
+        raise fail(caller, "columns", "one or more distinct column names", ",".join(map(str, cols)))
+    infos = [describe_column(path, c, where=caller, csv=csv) for c in cols]
+    fmt = infos[0].format
+    if fmt == "parquet":
+        for info in infos:
+            if not _NUMERIC_TYPE.match(info.duckdb_type):
+                rule = "a numeric column (integer, float or decimal)"
+                raise fail(caller, "columns", rule, f"{info.column!r} of type {info.duckdb_type}")
+    # CSV: trim() keeps DuckDB from pushing the cast into the reader, whose sniffer would then
+    # raise (quoting a line of data) on the first non-number instead of yielding NULL.
+    template = "TRY_CAST(trim({}) AS DOUBLE)" if fmt == "csv" else "CAST({} AS DOUBLE)"
+    select = ", ".join(template.format(quote_identifier(c)) + f" AS c{i}" for i, c in enumerate(cols))
+    return infos, select
 
 
 def read_numeric_columns(
@@ -78,21 +100,8 @@ def read_numeric_columns(
         column type, invalid ``where``. Never because of a value.
     """
     cols = list(columns) if not isinstance(columns, str) else [columns]
-    if not cols or len(set(cols)) != len(cols):
-        raise fail(caller, "columns", "one or more distinct column names", ",".join(map(str, cols)))
-    infos = [describe_column(path, c, where=caller, csv=csv) for c in cols]
+    infos, select = numeric_select(path, cols, caller=caller, csv=csv)
     fmt = infos[0].format
-    if fmt == "parquet":
-        for info in infos:
-            if not _NUMERIC_TYPE.match(info.duckdb_type):
-                rule = "a numeric column (integer, float or decimal)"
-                raise fail(caller, "columns", rule, f"{info.column!r} of type {info.duckdb_type}")
-    # CSV: trim() keeps DuckDB from pushing the cast into the reader, whose sniffer would then
-    # raise (quoting a line of data) on the first non-number instead of yielding NULL.
-    template = "TRY_CAST(trim({}) AS DOUBLE)" if fmt == "csv" else "CAST({} AS DOUBLE)"
-    select = ", ".join(
-        template.format(quote_identifier(c)) + f" AS c{i}" for i, c in enumerate(cols)
-    )
     sql = f"SELECT {select} FROM {_source(fmt)}"
     if where is not None:
         if not isinstance(where, str) or not where.strip():

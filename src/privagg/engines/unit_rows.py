@@ -152,22 +152,13 @@ def file_unit_vectors(
     reads them). A NULL unit is one unit; malformed CSV records belong to no unit."""
     from . import duckdb as dd
     from .duckdb_bounding import DuckDBEngine
-    from .duckdb_numeric import _NUMERIC_TYPE
+    from .duckdb_numeric import numeric_select
 
     cols = list(columns)
-    if not cols or len(set(cols)) != len(cols):
-        raise fail(caller, "columns", "one or more distinct column names", ",".join(map(str, cols)))
-    infos = [dd.describe_column(path, c, where=caller, csv=csv) for c in cols]
+    infos, select = numeric_select(path, cols, caller=caller, csv=csv)
     unit_info = dd.describe_column(path, unit, where=caller, csv=csv)
     fmt = infos[0].format
-    if fmt == "parquet":
-        for info in infos:
-            if not _NUMERIC_TYPE.match(info.duckdb_type):
-                rule = "a numeric column (integer, float or decimal)"
-                raise fail(caller, "columns", rule, f"{info.column!r} of type {info.duckdb_type}")
-    template = "TRY_CAST(trim({}) AS DOUBLE)" if fmt == "csv" else "CAST({} AS DOUBLE)"
     names = [f"c{i}" for i in range(len(cols))]
-    select = ", ".join(template.format(dd.quote_identifier(c)) + f" AS {n}" for c, n in zip(cols, names))
     engine = DuckDBEngine(infos[0], unit_info, where=caller)
     finite = " AND ".join(f"isfinite({n})" for n in names)
     prio = PRIORITY_SQL.format(unit="u", key="[" + ", ".join(names) + "]")
