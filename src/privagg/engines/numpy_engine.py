@@ -133,17 +133,23 @@ def value_hashes(values: np.ndarray) -> np.ndarray:
 
 def pair_priorities(hu: np.ndarray, hk: np.ndarray, secret: int) -> np.ndarray:
     """π = hash(hash(s, hu, hk)) for aligned uint64 arrays of value hashes (DuckDB, vectorized)."""
-    import duckdb
-
     table = pa.table({"hu": pa.array(hu, type=pa.uint64()), "hk": pa.array(hk, type=pa.uint64())})
     # hash(u) for a UBIGINT u is what PRIORITY_SQL's inner hash() returned: pass hu, hk through
     # as already-hashed values, i.e. the same expression with hash(x) replaced by x.
-    expr = PRIORITY_SQL.replace("hash({unit})", "hu").replace("hash({key})", "hk")
+    return table_priorities(table, PRIORITY_SQL.replace("hash({unit})", "hu").replace("hash({key})", "hk"),
+                            secret)
+
+
+def table_priorities(table: pa.Table, expr: str, secret: int) -> np.ndarray:
+    """``SELECT expr`` over an Arrow table in DuckDB, in row order, with ``$secret`` bound (never
+    formatted into the SQL): the keyed priorities of :data:`PRIORITY_SQL`, as uint64."""
+    import duckdb
+
     con = duckdb.connect(":memory:")
     try:
         con.sql("SET preserve_insertion_order = true")
-        con.register("pairs", table)
-        out = con.execute(f"SELECT {expr} AS p FROM pairs", {"secret": secret}).fetchnumpy()["p"]
+        con.register("rows_", table)
+        out = con.execute(f"SELECT {expr} AS p FROM rows_", {"secret": secret}).fetchnumpy()["p"]
     finally:
         con.close()
     return np.asarray(out, dtype=np.uint64)

@@ -100,22 +100,15 @@ def _average(group: np.ndarray, prio: np.ndarray, values: np.ndarray, k: int) ->
 
 def _row_priorities(hu: np.ndarray, x: np.ndarray, secret: int) -> np.ndarray:
     """π for rows with unit hashes ``hu`` (uint64) and values ``x`` (m, d), computed in DuckDB."""
-    import duckdb
     import pyarrow as pa
+
+    from .numpy_engine import table_priorities
 
     m, d = x.shape
     flat = pa.array(np.ascontiguousarray(x, dtype=np.float64).reshape(-1))
     rows = pa.FixedSizeListArray.from_arrays(flat, d) if d else pa.nulls(m, pa.list_(pa.float64(), 0))
     table = pa.table({"hu": pa.array(hu, type=pa.uint64()), "v": rows})
-    expr = PRIORITY_SQL.replace("hash({unit})", "hu").format(key="v")
-    con = duckdb.connect(":memory:")
-    try:
-        con.sql("SET preserve_insertion_order = true")
-        con.register("rows_", table)
-        out = con.execute(f"SELECT {expr} AS p FROM rows_", {"secret": secret}).fetchnumpy()["p"]
-    finally:
-        con.close()
-    return np.asarray(out, dtype=np.uint64)
+    return table_priorities(table, PRIORITY_SQL.replace("hash({unit})", "hu").format(key="v"), secret)
 
 
 def unit_vectors(x: np.ndarray, units: Any, k: int, secret: int, *, where: str = "privagg") -> np.ndarray:
