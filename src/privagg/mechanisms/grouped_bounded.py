@@ -1,0 +1,540 @@
+"""Bounded metrics per group: noisy counts, clamped sums and bounded means (pure ε-DP).
+
+The three primitives that :func:`privagg.aggregate` calls for ``count()``, ``sum(col, bounds)`` and
+``mean(col, bounds=(lo, hi))`` (contract: :mod:`privagg.mechanisms.grouped`). Each is one numpy
+pass over all groups (``np.add.reduceat`` over the group-sorted rows), never a Python loop per
+group or per row. Proofs: ``docs/proofs/aggregate_bounded.md``.
+
+Exact arithmetic (the float-sum traps of Casacuberta et al., CCS 2022). A value is never summed
+as a float. Each row's value is clamped to ``[lo, hi]`` and rounded to the public *term grid*
+``h = 2^e_t`` (``e_t = E − 38`` for the least ``E`` with ``max(|lo|, |hi|) < 2^E``): the term
+``k_i = rint(clamp(x_i)/h)`` is an integer in ``[K_lo, K_hi] = [rint(lo/h), rint(hi/h)]``, a
+function of ``x_i`` alone, ``|k_i| <= 2^38``. The group sums ``Σ k_i`` are computed exactly
+(int64 blocks of ``2^22`` rows, ``2^22·(2^39 + 1) < 2^62``, then Python integers), so they do
+not depend on the order of the rows, on their number or on their magnitudes; one row changes its
+group's sum by at most ``max(|K_lo|, |K_hi|)`` *exactly* (the rounding is inside that bound).
+The exact sums are moved once to a coarser public *release grid* ``g = 2^e`` (each sum rounded
+on its own: at most one grid unit per changed group) and released with exact discrete Laplace
+noise (:func:`privagg.noise.grid.grid_laplace_integers`). Same seed, same data in any order:
+bit-identical release.
+
+Neighbours (:class:`~privagg.mechanisms.grouped.Contribution`): add/remove one privacy unit with
+rows in at most ℓ0 = ``max_groups`` groups and at most ℓ∞ = ``max_rows`` rows in each (record
+level: ℓ0 = ℓ∞ = 1); ``replace`` = a removal and an addition, so every ℓ1 sensitivity doubles
+(tight: the two units may touch disjoint groups).
+
+The ``*_plan`` functions compute every exponent, sensitivity, scale and interval width from
+public inputs only (and validate them): ``aggregate`` can call them before charging the ledger.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from .._validate import check_positive_int, fail
+from ..noise.distributions import DiscreteLaplace
+from ..noise.grid import GRID_BITS, grid_laplace_integers, rescale_integers
+from ..noise.rational import to_fraction
+from .grouped import Contribution, GroupedValues, MetricResult
+
+__all__ = [
+    "CountPlan",
+    "MeanPlan",
+    "SumPlan",
+    "bounded_means",
+    "clamped_sums",
+    "count_plan",
+    "mean_plan",
+    "noisy_counts",
+    "sum_plan",
+]
+
+#: Terms lie on ``h = 2^(E − TERM_BITS)`` for ``max(|lo|, |hi|) < 2^E``: ``|k_i| <= 2^TERM_BITS``.
+TERM_BITS = 38
+#: Rows per exact int64 block: ``2^22 · (2^39 + 1) < 2^62`` (centered terms are ``<= 2^39 + 1``).
+CHUNK_ROWS = 1 << 22
+#: ``low``/``high`` cover the noise with probability at least this much.
+LEVEL = Fraction(95, 100)
+#: Bounds must satisfy ``max(|lo|, |hi|) <= 2^MAX_BOUND_BITS`` (grid midpoints stay finite).
+MAX_BOUND_BITS = 1000
+#: The release grid exponent is kept in the range that ``grid_laplace_integers`` accepts.
+_E_MIN, _E_MAX = -1000, 900
+#: Released grid coordinates are clipped to ``±2^RELEASE_BOUND_BITS`` (the grid module's bound).
+RELEASE_BOUND_BITS = 50
+
+
+# --------------------------------------------------------------------------------- validation
+def _check_epsilon(where: str, epsilon: Any) -> Fraction:
+    """ε > 0 as an exact Fraction (a float is read exactly)."""
+    rule = "a finite number > 0 (a Fraction, int or float)"
+    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
+        raise fail(where, "epsilon", rule, epsilon)
+    if isinstance(epsilon, (Fraction, numbers.Integral)):
+        eps = Fraction(epsilon)
+    else:
+        f = float(epsilon)
+        if not math.isfinite(f):
+            raise fail(where, "epsilon", rule, epsilon)
+        eps = Fraction(f)
+    if eps <= 0:
+        raise fail(where, "epsilon", rule, epsilon)
+    return eps
+
+
+def _check_contribution(where: str, contribution: Any) -> Contribution:
+    if not isinstance(contribution, Contribution):
+        raise fail(where, "contribution", "a grouped.Contribution", contribution)
+    check_positive_int(where, "contribution.max_groups", contribution.max_groups)
+    check_positive_int(where, "contribution.max_rows", contribution.max_rows)
+    if not isinstance(contribution.replace, bool):
+        raise fail(where, "contribution.replace", "a bool", contribution.replace)
+    return contribution
+
+
+def _check_bounds(where: str, lower: Any, upper: Any) -> tuple[float, float]:
+    rule = f"finite numbers with lower < upper and |bound| <= 2^{MAX_BOUND_BITS}"
+    out = []
+    for name, v in (("lower", lower), ("upper", upper)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            raise fail(where, name, rule, v)
+        f = float(v)
+        if not math.isfinite(f) or abs(f) > 2.0**MAX_BOUND_BITS:
+            raise fail(where, name, rule, v)
+        out.append(f)
+    lo, hi = out
+    if not lo < hi:
+        raise fail(where, "lower", rule, (lower, upper))
+    return lo, hi
+
+
+def _float_down(x: Fraction) -> float:
+    f = float(x)
+    return math.nextafter(f, -math.inf) if Fraction(f) > x else f
+
+
+def _float_up(x: Fraction) -> float:
+    f = float(x)
+    return math.nextafter(f, math.inf) if Fraction(f) < x else f
+
+
+def _floor_log2(q: Fraction) -> int:
+    """``floor(log2 q)`` for a rational ``q > 0``, exactly."""
+    k = q.numerator.bit_length() - q.denominator.bit_length()
+    return k if Fraction(2) ** k <= q else k - 1
+
+
+def _rng(rng: Any) -> np.random.Generator:
+    if not isinstance(rng, np.random.Generator):
+        raise fail("grouped_bounded", "rng", "a numpy Generator (resolved by aggregate)", rng)
+    return rng
+
+
+# --------------------------------------------------------------------------------------- plans
+@dataclass(frozen=True)
+class CountPlan:
+    """The public calibration of :func:`noisy_counts` (all exact).
+
+    Attributes
+    ----------
+    sensitivity : int
+        ℓ1 sensitivity of the count vector: ``ℓ0·ℓ∞`` (add/remove), ``2·ℓ0·ℓ∞`` (replace).
+    scale : Fraction
+        Discrete Laplace scale ``t >= sensitivity/ε``.
+    epsilon : Fraction
+        The guarantee ``sensitivity/t`` (at most the ε given).
+    target : Fraction
+        The ε the noise was calibrated to: the largest float ``<=`` the ε given (or ``ε/2``).
+    half_width : int
+        The least ``k`` with ``P[|Z| > k] <= beta`` for ``Z ~ DLap(t)`` (exact decision).
+    beta : Fraction
+        The interval's miss probability.
+    """
+
+    sensitivity: int
+    scale: Fraction
+    epsilon: Fraction
+    target: Fraction
+    half_width: int
+    beta: Fraction
+
+
+@dataclass(frozen=True)
+class SumPlan:
+    """The public calibration of one exact-integer sum release (:func:`clamped_sums`, and the
+    centered sum of :func:`bounded_means`).
+
+    Attributes
+    ----------
+    lower, upper : float
+        The clamping bounds.
+    term_exponent : int
+        Terms are integers on ``2^term_exponent`` (clamped sums: ``E − 38``; the centered sums
+        of the mean: ``E − 39``, half that step).
+    term_low, term_high : int
+        ``rint(lower/h)``, ``rint(upper/h)`` with ``h = 2^(E − 38)``: every rounded term lies in
+        this range.
+    row_bound : int
+        At most this much one row changes its group's integer sum (term units).
+    changed_groups : int
+        Groups one neighbour step can change: ``ℓ0`` (add/remove) or ``2ℓ0`` (replace).
+    term_sensitivity : int
+        ℓ1 sensitivity of the exact integer sums: ``changed_groups·ℓ∞·row_bound``.
+    exponent : int
+        The release grid ``g = 2^exponent``.
+    sensitivity : int
+        ℓ1 sensitivity in release units (rounding to the release grid included).
+    scale, epsilon, target, half_width, beta
+        As in :class:`CountPlan`, in release units.
+    """
+
+    lower: float
+    upper: float
+    term_exponent: int
+    term_low: int
+    term_high: int
+    row_bound: int
+    changed_groups: int
+    term_sensitivity: int
+    exponent: int
+    sensitivity: int
+    scale: Fraction
+    epsilon: Fraction
+    target: Fraction
+    half_width: int
+    beta: Fraction
+
+
+@dataclass(frozen=True)
+class MeanPlan:
+    """The public calibration of :func:`bounded_means`: a count and a centered sum, each at
+    ``float_down(ε/2)``; ``mid = (term_low + term_high)·h/2`` (the grid midpoint of the bounds,
+    within ``h/2`` of ``(lo + hi)/2``)."""
+
+    count: CountPlan
+    centered: SumPlan
+    mid: float
+
+    @property
+    def epsilon(self) -> Fraction:
+        """The guarantee: the sum of the two parts' (sequential composition)."""
+        return self.count.epsilon + self.centered.epsilon
+
+
+def _laplace_scale(where: str, sensitivity: int, eps_target: Fraction) -> tuple[Fraction, Fraction]:
+    """``(t, ε')`` exactly as :func:`grid_laplace_integers` calibrates: ε rounded down to a
+    rational, ``t = to_fraction(Δ/ε, up)``, ``ε' = Δ/t``."""
+    eps = to_fraction(eps_target, where=where, name="epsilon", direction="down")
+    t = to_fraction(Fraction(sensitivity) / eps, where=where, name="scale")
+    return t, Fraction(sensitivity) / t
+
+
+def _target(eps: Fraction) -> Fraction:
+    """The largest float ``<= ε``, as a Fraction: every part is calibrated to a float, so the
+    float reported in :class:`MetricResult` (rounded up) never exceeds the ε given."""
+    return Fraction(_float_down(eps))
+
+
+def _count_plan(where: str, eps_target: Fraction, c: Contribution, beta: Fraction) -> CountPlan:
+    factor = 2 if c.replace else 1
+    sens = factor * c.max_groups * c.max_rows
+    t, eps_used = _laplace_scale(where, sens, eps_target)
+    return CountPlan(sens, t, eps_used, eps_target, DiscreteLaplace(t).abs_quantile(float(beta)),
+                     beta)
+
+
+def count_plan(*, epsilon: Any, contribution: Contribution) -> CountPlan:
+    """The public calibration of :func:`noisy_counts` (validates its parameters)."""
+    where = "noisy_counts"
+    eps = _check_epsilon(where, epsilon)
+    c = _check_contribution(where, contribution)
+    return _count_plan(where, _target(eps), c, 1 - LEVEL)
+
+
+def _term_exponent(lo: float, hi: float) -> int:
+    """``E − TERM_BITS`` for the least ``E`` with ``max(|lo|, |hi|) < 2^E``."""
+    return math.frexp(max(abs(lo), abs(hi)))[1] - TERM_BITS
+
+
+def _sum_plan(where: str, lo: float, hi: float, term_exponent: int, row_bound: int,
+              eps_target: Fraction, c: Contribution, beta: Fraction) -> SumPlan:
+    """Release-grid calibration of integer group sums on ``2^term_exponent`` of which one row
+    changes its group's by at most ``row_bound``."""
+    e_t = _term_exponent(lo, hi)
+    k_lo = int(np.rint(math.ldexp(lo, -e_t)))
+    k_hi = int(np.rint(math.ldexp(hi, -e_t)))
+    factor = 2 if c.replace else 1
+    changed = factor * c.max_groups
+    term_sens = changed * c.max_rows * row_bound
+    h = Fraction(2) ** term_exponent
+    per_group = c.max_rows * row_bound * h  # real change of one group's sum
+    total = term_sens * h / eps_target  # real noise scale (before rounding)
+    e = min(max(_floor_log2(min(total, per_group)) - GRID_BITS, _E_MIN), _E_MAX)
+    s = e - term_exponent
+    sens = term_sens // (1 << s) + changed if s > 0 else term_sens << -s
+    t, eps_used = _laplace_scale(where, sens, eps_target)
+    return SumPlan(lo, hi, term_exponent, k_lo, k_hi, row_bound, changed, term_sens, e, sens, t,
+                   eps_used, eps_target, DiscreteLaplace(t).abs_quantile(float(beta)), beta)
+
+
+def sum_plan(*, lower: Any, upper: Any, epsilon: Any, contribution: Contribution) -> SumPlan:
+    """The public calibration of :func:`clamped_sums` (validates its parameters).
+
+    Term grid ``h = 2^(E − 38)``; a row's term is in ``[K_lo, K_hi]``, so it changes its group's
+    sum by at most ``M = max(|K_lo|, |K_hi|)``; ``Δ_h = f·ℓ0·ℓ∞·M`` (``f = 2`` for replace).
+    Release grid ``e = floor(log2 min(Δ_h·h/ε, ℓ∞·M·h)) − 10`` (clamped to ``[−1000, 900]``):
+    noise scale ``>= 2^10`` release units and the rounding to it (one unit per changed group)
+    costs at most ``2^−10`` of the sensitivity. With ``s = e − e_t > 0``:
+    ``Δ = floor(Δ_h/2^s) + f·ℓ0``; with ``s <= 0`` (exact rescaling): ``Δ = Δ_h·2^−s``.
+    """
+    where = "clamped_sums"
+    lo, hi = _check_bounds(where, lower, upper)
+    eps = _check_epsilon(where, epsilon)
+    c = _check_contribution(where, contribution)
+    e_t = _term_exponent(lo, hi)
+    m = max(abs(int(np.rint(math.ldexp(lo, -e_t)))), abs(int(np.rint(math.ldexp(hi, -e_t)))))
+    return _sum_plan(where, lo, hi, e_t, m, _target(eps), c, 1 - LEVEL)
+
+
+def mean_plan(*, lower: Any, upper: Any, epsilon: Any, contribution: Contribution) -> MeanPlan:
+    """The public calibration of :func:`bounded_means` (validates its parameters).
+
+    Both parts at ``ε_½ = float_down(ε/2)``: the count as :func:`count_plan`; the centered terms
+    ``c_i = 2k_i − (K_lo + K_hi)`` (integers on ``h/2``, ``|c_i| <= W = K_hi − K_lo``) as
+    :func:`sum_plan` with ``row_bound = W``. Each interval misses with probability ``<= 2.5 %``.
+    """
+    where = "bounded_means"
+    lo, hi = _check_bounds(where, lower, upper)
+    eps = _check_epsilon(where, epsilon)
+    c = _check_contribution(where, contribution)
+    half = Fraction(_float_down(eps / 2))
+    beta = (1 - LEVEL) / 2
+    e_t = _term_exponent(lo, hi)
+    k_lo = int(np.rint(math.ldexp(lo, -e_t)))
+    k_hi = int(np.rint(math.ldexp(hi, -e_t)))
+    centered = _sum_plan(where, lo, hi, e_t - 1, k_hi - k_lo, half, c, beta)
+    mid = math.ldexp(float(k_lo + k_hi), e_t - 1)  # |k_lo + k_hi| <= 2^39 + 1: exact
+    return MeanPlan(_count_plan(where, half, c, beta), centered, mid)
+
+
+# --------------------------------------------------------------------------- exact integer sums
+def _check_values(where: str, gv: Any) -> GroupedValues:
+    """The engine's contract (not data): int group ids sorted in ``[0, G)``, one per value."""
+    if not isinstance(gv, GroupedValues):
+        raise fail(where, "gv", "a grouped.GroupedValues", gv)
+    g, v = np.asarray(gv.group), np.asarray(gv.values)
+    if (g.ndim != 1 or v.shape != g.shape or not np.issubdtype(g.dtype, np.integer)
+            or v.dtype != np.float64 or int(gv.n_groups) < 0):
+        raise fail(where, "gv", "int64 group ids and float64 values of one length", gv)
+    if g.size and (g[0] < 0 or g[-1] >= gv.n_groups or bool(np.any(g[1:] < g[:-1]))):
+        raise fail(where, "gv.group", f"sorted group ids in [0, {gv.n_groups})", "other ids")
+    return gv
+
+
+def clamped_terms(values: np.ndarray, lower: float, upper: float) -> np.ndarray:
+    """``k_i = rint(clamp(x_i, lower, upper) / h)`` as int64 on the term grid of the bounds.
+
+    A function of ``x_i`` alone (scaling by a power of two is exact; ``rint`` rounds half to
+    even); ``±inf`` go to the bounds and a NaN (the engine never passes one) to ``lower``
+    (``fmax`` ignores NaN), so every term lies in ``[K_lo, K_hi]`` whatever the input.
+    """
+    e_t = _term_exponent(lower, upper)
+    x = np.fmax(np.asarray(values, dtype=np.float64), lower)
+    np.fmin(x, upper, out=x)
+    np.ldexp(x, -e_t, out=x)  # exact: a power of two, |x|/h < 2^38 (no overflow)
+    np.rint(x, out=x)
+    return x.astype(np.int64)
+
+
+def group_integer_sums(group: np.ndarray, terms: np.ndarray, n_groups: int) -> np.ndarray:
+    """Exact ``Σ_{i in g} terms_i`` per group (object array of Python ints, shape ``(G,)``).
+
+    ``group`` sorted ascending; ``|terms| <= 2^40``. Blocks of :data:`CHUNK_ROWS` rows are
+    reduced in int64 with ``np.add.reduceat`` (``|block sum| < 2^62``: no overflow), and blocks
+    are added as Python integers: exact for any number of rows, in any order within a group.
+    """
+    total = np.zeros(n_groups, dtype=np.int64).astype(object)
+    edges = np.arange(n_groups + 1, dtype=np.int64)
+    for start in range(0, terms.size, CHUNK_ROWS):
+        g = group[start : start + CHUNK_ROWS]
+        k = terms[start : start + CHUNK_ROWS]
+        b = np.searchsorted(g, edges)
+        first, nonempty = b[:-1], b[1:] > b[:-1]
+        part = np.zeros(n_groups, dtype=np.int64)
+        part[nonempty] = np.add.reduceat(k, first[nonempty])
+        total = total + part.astype(object)
+    return total
+
+
+def _release_sums(exact: np.ndarray, plan: SumPlan, gen: np.random.Generator) -> np.ndarray:
+    """``(R + Z)·2^e``: ``R`` the exact term sums rescaled to the release grid (each rounded on
+    its own, clipped to ``±2^50``), ``Z ~ DLap(t)`` per group; returns the released floats."""
+    r = rescale_integers(exact, from_exponent=plan.term_exponent, to_exponent=plan.exponent,
+                         bound_steps=1 << RELEASE_BOUND_BITS)
+    return _laplace_release(r, plan, gen)
+
+
+def _laplace_release(k: np.ndarray, plan: SumPlan | CountPlan, gen: np.random.Generator) -> np.ndarray:
+    """:func:`grid_laplace_integers` with the plan's calibration (checked to be the same)."""
+    e = plan.exponent if isinstance(plan, SumPlan) else 0
+    rel = grid_laplace_integers(k, exponent=e, l1_sensitivity_grid=plan.sensitivity,
+                                epsilon=plan.target, rng=gen)
+    if rel.noise_grid != plan.scale:  # pragma: no cover - the two calibrations are one formula
+        raise AssertionError("grouped_bounded: noise scale differs from the plan")
+    return rel.values
+
+
+def _result(value: np.ndarray, low: np.ndarray, high: np.ndarray, epsilon: Fraction,
+            ok: np.ndarray | None = None, reason: np.ndarray | None = None,
+            extra: dict[str, Any] | None = None) -> MetricResult:
+    g = value.size
+    return MetricResult(
+        value=value, low=low, high=high,
+        ok=np.ones(g, dtype=bool) if ok is None else ok,
+        reason=np.full(g, None, dtype=object) if reason is None else reason,
+        epsilon=_float_up(epsilon), delta=0.0, extra={} if extra is None else extra,
+    )
+
+
+# ------------------------------------------------------------------------------------ metrics
+def noisy_counts(counts: np.ndarray, *, epsilon: Any, contribution: Contribution,
+                 rng: np.random.Generator) -> MetricResult:
+    """Noisy counts per group: ``n_g + Z_g``, ``Z_g ~ DLap(t)`` independent, ``t = Δ/ε``.
+
+    Parameters
+    ----------
+    counts : numpy.ndarray of int64, shape (G,)
+        Bounded row counts per group (with units and ``max_rows = 1``: distinct units).
+    epsilon : Fraction
+        This metric's ε.
+    contribution : Contribution
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    MetricResult
+        ``value`` the noisy count (an integer, as float64); ``low``/``high`` = ``value ∓ k``
+        with ``k`` the exact ``1 − 0.95`` two-sided quantile of ``DLap(t)``: the interval
+        contains the true bounded count with probability ``>= 95 %`` per group (noise only);
+        ``epsilon`` the guarantee ``Δ/t <= ε``.
+
+    Privacy
+    -------
+    One neighbour step changes at most ℓ0 counts by at most ℓ∞ each (add/remove):
+    ``Δ = ℓ0·ℓ∞``; replace is a removal and an addition: ``Δ = 2ℓ0ℓ∞``. Discrete Laplace with
+    ``t >= Δ/ε`` is ε-DP (docs/proofs/aggregate_bounded.md §2). Public: ε, contribution, G.
+    """
+    where = "noisy_counts"
+    plan = count_plan(epsilon=epsilon, contribution=contribution)
+    gen = _rng(rng)
+    arr = np.asarray(counts)
+    if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
+        raise fail(where, "counts", "a 1-D array of integer counts", f"shape {arr.shape}, {arr.dtype}")
+    value = _laplace_release(arr.astype(np.int64), plan, gen)
+    k = float(plan.half_width)
+    return _result(value, value - k, value + k, plan.epsilon)
+
+
+def clamped_sums(gv: GroupedValues, *, lower: float, upper: float, epsilon: Any,
+                 contribution: Contribution, rng: np.random.Generator) -> MetricResult:
+    """Noisy sums of clamped values per group, released on a public grid (pure ε-DP).
+
+    Algorithm: ``k_i = rint(clamp(x_i, lo, hi)/h)`` on the term grid ``h = 2^(E − 38)``
+    (:func:`clamped_terms`); exact integer sums per group (:func:`group_integer_sums`); each
+    moved once to the release grid ``g = 2^e`` of :func:`sum_plan`, then exact discrete Laplace
+    noise of scale ``t = Δ/ε`` in grid units; ``value = (R_g + Z_g)·g``.
+
+    Returns
+    -------
+    MetricResult
+        ``value`` float64 (G,), exact multiples of ``g``; ``low``/``high`` = ``value ∓ (k + ½)·g``
+        (``k`` the exact 95 % two-sided quantile of ``DLap(t)``): contains ``Σ_i k_i·h`` — the sum
+        of the group's clamped values, each rounded to ``h`` (at most ``h/2`` each, i.e. ``2^−38``
+        of the bound) — with probability ``>= 95 %`` per group. Noise only: not the clamping
+        bias. ``epsilon`` = ``Δ/t <= ε``.
+
+    Privacy
+    -------
+    One row changes its group's integer sum by at most ``M = max(|K_lo|, |K_hi|)``, exactly;
+    a neighbour step changes at most ``ℓ0`` groups (``2ℓ0`` for replace) by at most ``ℓ∞·M``
+    each; each rescaled sum by at most ``floor(·/2^s) + 1``: ``Δ`` of :func:`sum_plan`. Discrete
+    Laplace with ``t >= Δ/ε`` is ε-DP; clipping to ``±2^50`` release units is a contraction
+    (docs/proofs/aggregate_bounded.md §3). Public: bounds, ε, contribution, G.
+    """
+    where = "clamped_sums"
+    plan = sum_plan(lower=lower, upper=upper, epsilon=epsilon, contribution=contribution)
+    gen = _rng(rng)
+    gv = _check_values(where, gv)
+    terms = clamped_terms(gv.values, plan.lower, plan.upper)
+    exact = group_integer_sums(np.asarray(gv.group), terms, int(gv.n_groups))
+    value = _release_sums(exact, plan, gen)
+    w = (plan.half_width + 0.5) * math.ldexp(1.0, plan.exponent)
+    return _result(value, value - w, value + w, plan.epsilon)
+
+
+def bounded_means(gv: GroupedValues, *, lower: float, upper: float, epsilon: Any,
+                  contribution: Contribution, rng: np.random.Generator) -> MetricResult:
+    """Bounded means per group: ``clamp(mid + S̃/n̂, lo, hi)``, ⊥ where ``n̂ < 1`` (pure ε-DP).
+
+    Algorithm (:func:`mean_plan`): ``n̂ = n + DLap`` (the count of the group's rows of this
+    column) and ``S̃`` the noisy sum of the centered terms ``c_i = 2k_i − (K_lo + K_hi)`` on
+    ``h/2`` (``|c_i| <= W = K_hi − K_lo``, i.e. ``clamp(x_i) − mid`` rounded, of size
+    ``<= (hi − lo)/2 + h/2``), released like :func:`clamped_sums`; each at ``float_down(ε/2)``.
+    ``mid = (K_lo + K_hi)·h/2``. Where ``n̂ < 1`` the group is ⊥ (reason given); else the mean
+    is clamped to ``[lo, hi]`` — for a small ``n̂`` it is noisy but never outside the bounds,
+    and its interval says how noisy.
+
+    Returns
+    -------
+    MetricResult
+        ``value`` the mean (NaN where ⊥); ``low``/``high``: with ``a = (k_s + ½)·g`` and ``b =
+        k_n`` the exact 97.5 % two-sided noise quantiles of the sum and the count,
+        ``clamp(mid + [min, max] of s/m over s ∈ [S̃ − a, S̃ + a], m ∈ [n̂ − b, n̂ + b])``, or
+        ``[lo, hi]`` when ``n̂ − b < 1``: contains ``clamp(mid + Σc_i·h/2 / n, lo, hi)`` (the mean
+        of the rounded clamped values) with probability ``>= 95 %`` (union bound). Noise only,
+        not the clamping bias. ``extra["n_hat"]`` the noisy counts (float64, every group);
+        ``epsilon`` the sum of the two parts' guarantees ``<= ε``.
+
+    Privacy
+    -------
+    The count (``Δ = f·ℓ0·ℓ∞``) and the centered sum (``Δ`` of :func:`sum_plan` with row bound
+    ``W``) are each ``ε_½``-DP; sequential composition; the mean, the clamp and ⊥ are
+    post-processing (docs/proofs/aggregate_bounded.md §4). Public: bounds, ε, contribution, G.
+    """
+    where = "bounded_means"
+    plan = mean_plan(lower=lower, upper=upper, epsilon=epsilon, contribution=contribution)
+    gen = _rng(rng)
+    gv = _check_values(where, gv)
+    lo, hi = plan.centered.lower, plan.centered.upper
+    g_count = int(gv.n_groups)
+    group = np.asarray(gv.group)
+    n = np.diff(np.searchsorted(group, np.arange(g_count + 1, dtype=np.int64))).astype(np.int64)
+    terms = clamped_terms(gv.values, lo, hi)
+    terms *= 2
+    terms -= plan.centered.term_low + plan.centered.term_high
+    exact = group_integer_sums(group, terms, g_count)
+    n_hat = _laplace_release(n, plan.count, gen)
+    s_hat = _release_sums(exact, plan.centered, gen)
+    ok = n_hat >= 1.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = np.where(ok, np.clip(plan.mid + s_hat / n_hat, lo, hi), np.nan)
+        a = (plan.centered.half_width + 0.5) * math.ldexp(1.0, plan.centered.exponent)
+        b = float(plan.count.half_width)
+        m_lo, m_hi = n_hat - b, n_hat + b
+        s_lo, s_hi = s_hat - a, s_hat + a
+        q_lo = np.minimum(s_lo / m_lo, s_lo / m_hi)
+        q_hi = np.maximum(s_hi / m_lo, s_hi / m_hi)
+        wide = m_lo < 1.0
+        low = np.where(wide, lo, np.clip(np.nextafter(plan.mid + q_lo, -np.inf), lo, hi))
+        high = np.where(wide, hi, np.clip(np.nextafter(plan.mid + q_hi, np.inf), lo, hi))
+    low = np.where(ok, low, np.nan)
+    high = np.where(ok, high, np.nan)
+    reason = np.full(g_count, None, dtype=object)
+    reason[~ok] = "the noisy row count of the group is below 1"
+    return _result(mean, low, high, plan.epsilon, ok=ok, reason=reason,
+                   extra={"n_hat": n_hat})
