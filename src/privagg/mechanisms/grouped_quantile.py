@@ -13,12 +13,12 @@ i.i.d. (report-noisy-max, docs/proofs/mean.md §2b). Counts for all groups and c
 
 Grids (all candidates are exactly representable floats, so ``x <= t`` is an exact comparison):
 
-- ``bounds=(lo, hi)``: stage 1 (ε/8) on the *dyadic* grid ``{m·2^e : m integer, lo <= m·2^e <= hi}``
-  with the least ``e`` giving at most ``2^BOUNDED_COARSE_BITS = 64`` candidates (:func:`dyadic_grid`),
-  stage 2 (7ε/8) on the dyadic grid of at most ``2^BOUNDED_BITS`` candidates in
-  ``[t − W·2^e, t + W·2^e] ∩ [lo, hi]`` around the stage-1 choice ``t`` (measured more accurate
-  than one stage of 2^12 candidates at n = 10^4 and no worse at n = 10^3,
-  docs/proofs/aggregate_quantile.md §6). Rows outside ``[lo, hi]`` count as below / above every
+- ``bounds=(lo, hi)``: stage 1 (ε/4) on the *dyadic* grid ``{m·2^e : m integer, lo <= m·2^e <= hi}``
+  with the least ``e`` giving at most ``2^BOUNDED_COARSE_BITS = 256`` candidates (:func:`dyadic_grid`),
+  stage 2 (3ε/4) on the dyadic grid of at most ``2^BOUNDED_BITS`` candidates in
+  ``[t − W·2^e, t + W·2^e] ∩ [lo, hi]`` around the stage-1 choice ``t`` (measured: far more
+  accurate than one stage of 2^12 candidates on wide ranges at n = 10^4, somewhat less at
+  n = 10^3, q = 0.9; docs/proofs/aggregate_quantile.md §6). Rows outside ``[lo, hi]`` count as below / above every
   candidate, exactly as if clamped to it.
 - ``bounds=None``: stage 1 (ε/4) on the public signed geometric grid
   ``{0} ∪ {±2^{j/4} : −4·40 <= j <= 4·64}`` (:func:`geometric_grid`; values beyond ``±2^64`` act as
@@ -47,11 +47,12 @@ __all__ = [
     "quantile_sensitivity",
     "quantiles",
     "rational_q",
+    "stage_scales",
 ]
 
-#: Bounded, stage 1: at most ``2^BOUNDED_COARSE_BITS`` candidates in [lo, hi], share ε/8.
-BOUNDED_COARSE_BITS = 6
-BOUNDED_COARSE_SHARE = Fraction(1, 8)
+#: Bounded, stage 1: at most ``2^BOUNDED_COARSE_BITS`` candidates in [lo, hi], share ε/4.
+BOUNDED_COARSE_BITS = 8
+BOUNDED_COARSE_SHARE = Fraction(1, 4)
 #: Bounded, stage 2: at most ``2^BOUNDED_BITS`` candidates in the window of ``±WINDOW`` stage-1 steps.
 BOUNDED_BITS = 12
 #: Candidates of the fine (second) stage without bounds: at most ``2^UNBOUNDED_BITS``.
@@ -140,12 +141,15 @@ def dyadic_grid(lo: float, hi: float, bits: int) -> tuple[int, int, int]:
 
 
 def _dyadic_windows(lo: np.ndarray, hi: np.ndarray, bits: int) -> tuple[np.ndarray, ...]:
-    """:func:`dyadic_grid` for arrays of windows with ``0 < hi − lo`` and ``|lo|, |hi| <= 2^65``
+    """:func:`dyadic_grid` for arrays of windows with ``lo <= hi`` and ``|lo|, |hi| <= 2^65``
     (vectorized; exact: ``frexp``/``ldexp``/``ceil`` are exact on these floats)."""
     width = hi - lo  # monotone rounding: fl(width) < 2^E iff the true width < 2^E
     _, e_w = np.frexp(width)
     _, e_big = np.frexp(np.maximum(np.abs(lo), np.abs(hi)))
-    e = np.maximum(np.maximum(e_w.astype(np.int64) - bits, e_big.astype(np.int64) - 53), -1074)
+    e_ulp = np.maximum(e_big.astype(np.int64) - 53, -1074)
+    # width 0 (lo == hi): the float spacing at lo, of which lo is a multiple (one candidate);
+    # width > 0: width >= 2^{e_w − 1} >= 2^e, so [lo, hi] holds a multiple of 2^e (k >= 1).
+    e = np.where(width > 0, np.maximum(e_w.astype(np.int64) - bits, e_ulp), e_ulp)
     m0 = np.ceil(np.ldexp(lo, -e))
     m1 = np.floor(np.ldexp(hi, -e))
     return e, m0, (m1 - m0 + 1).astype(np.int64)
@@ -203,11 +207,32 @@ def _counts_dyadic(x: np.ndarray, gid: np.ndarray, g0: int, g1: int, e: np.ndarr
     ``clip(ceil − m0, 0, k)`` is exact after clipping (|m0| < 2^53; a rounded difference is beyond
     the clip range, by monotone rounding)."""
     r = gid - g0
-    y = np.ceil(np.ldexp(x, -e[r]))
+    with np.errstate(over="ignore", under="ignore"):  # ±inf / 0 are handled: no data-dependent warning
+        y = np.ceil(np.ldexp(x, -e[r]))
     y = np.where((x > 0) & (y < 1), 1.0, y)
     b = np.clip(y - m0[r], 0, k).astype(np.int64)
     flat = np.bincount(r * (k + 1) + b, minlength=(g1 - g0) * (k + 1))
     return np.cumsum(flat.reshape(g1 - g0, k + 1), axis=1)[:, :k]
+
+
+def stage_scales(a: int, b: int, epsilon: Any, contribution: Contribution, *,
+                 bounded: bool) -> tuple[Fraction, Fraction]:
+    """The discrete Laplace scales ``2Δ/ε_stage`` of the two stages (docs/proofs/aggregate_quantile.md
+    §2–4): ``ε_g = ε/(ℓ0·r)`` per group (``r = 2`` for replace), split ``share : 1 − share`` with
+    ``share`` = :data:`BOUNDED_COARSE_SHARE` or :data:`COARSE_SHARE`; ``Δ`` from
+    :func:`quantile_sensitivity`. ParameterError when a scale exceeds :data:`MAX_SCALE`."""
+    eps = Fraction(epsilon)
+    if eps <= 0:
+        raise fail("quantile", "epsilon", "> 0", epsilon)
+    groups_per_unit = int(contribution.max_groups) * (2 if contribution.replace else 1)
+    eps_g = eps / groups_per_unit
+    delta_u = quantile_sensitivity(a, b, contribution)
+    share = BOUNDED_COARSE_SHARE if bounded else COARSE_SHARE
+    scales = (Fraction(2 * delta_u) / (eps_g * share), Fraction(2 * delta_u) / (eps_g * (1 - share)))
+    if max(scales) > MAX_SCALE:
+        raise fail("quantile", "epsilon", f"large enough that 2·Δ/ε_stage <= 2^50 (Δ = {delta_u}, "
+                   f"{groups_per_unit} group(s) per unit)", epsilon)
+    return scales
 
 
 def _dyadic_stage(x: np.ndarray, gid: np.ndarray, offsets: np.ndarray, sizes: np.ndarray,
@@ -263,23 +288,12 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
     """
     a, b = rational_q(q)
     box = _check_bounds(bounds)
-    eps = Fraction(epsilon)
-    if eps <= 0:
-        raise fail("quantile", "epsilon", "> 0", epsilon)
-    groups_per_unit = int(contribution.max_groups) * (2 if contribution.replace else 1)
-    eps_g = eps / groups_per_unit
-    delta_u = quantile_sensitivity(a, b, contribution)
+    scales = stage_scales(a, b, epsilon, contribution, bounded=box is not None)
     G = int(gv.n_groups)
     x = np.asarray(gv.values, dtype=np.float64)
     gid = np.asarray(gv.group, dtype=np.int64)
     offsets = gv.offsets
     sizes = np.diff(offsets)
-
-    share = BOUNDED_COARSE_SHARE if box is not None else COARSE_SHARE
-    scales = [Fraction(2 * delta_u) / (eps_g * share), Fraction(2 * delta_u) / (eps_g * (1 - share))]
-    if max(scales) > MAX_SCALE:
-        raise fail("quantile", "epsilon", f"large enough that 2·Δ/ε_stage <= 2^50 (Δ = {delta_u}, "
-                   f"{groups_per_unit} group(s) per unit)", epsilon)
 
     if box is not None:
         e, m0, k = dyadic_grid(box[0], box[1], BOUNDED_COARSE_BITS)
@@ -313,7 +327,7 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
     rank_error = np.full(G, 2.0 * t_bound / b)
     return MetricResult(
         value=value, low=low, high=high, ok=np.ones(G, dtype=bool),
-        reason=np.full(G, None, dtype=object), epsilon=float(eps), delta=0.0,
+        reason=np.full(G, None, dtype=object), epsilon=float(epsilon), delta=0.0,
         extra={"rank_error": rank_error, "step": step_out},
     )
 
