@@ -1,0 +1,345 @@
+"""Per-group quantiles: report-noisy-max over public grids, pure ε-DP (docs/proofs/aggregate_quantile.md).
+
+For each released group ``g`` with rows ``x_1 … x_n`` and a public candidate ``t``, let
+``c(t) = #{i : x_i <= t}``. With ``q = a/b`` (a rational, :func:`rational_q`), the integer utility
+
+    U(t) = −|(b − a)·c(t) − a·(n − c(t))| = −|b·c(t) − a·n|
+
+is largest where ``t`` is a q-quantile. Adding or removing one row moves ``U`` by at most
+``max(a, b − a)``; the candidate is ``argmax_t U(t) + ν_t`` (first maximum), ``ν_t ~ DLap(2Δ/ε)``
+i.i.d. (report-noisy-max, docs/proofs/mean.md §2b). Counts for all groups and candidates are one
+``bincount`` of a per-row bin index (a ``G × K`` matrix, groups processed in chunks of at most
+:data:`CELLS_PER_CHUNK` matrix cells); there is no Python loop per group or per row.
+
+Grids (all candidates are exactly representable floats, so ``x <= t`` is an exact comparison):
+
+- ``bounds=(lo, hi)``: stage 1 (ε/4) on the *dyadic* grid ``{m·2^e : m integer, lo <= m·2^e <= hi}``
+  with the least ``e`` giving at most ``2^BOUNDED_COARSE_BITS = 256`` candidates (:func:`dyadic_grid`),
+  stage 2 (3ε/4) on the dyadic grid of at most ``2^BOUNDED_BITS`` candidates in
+  ``[t − W·2^e, t + W·2^e] ∩ [lo, hi]`` around the stage-1 choice ``t`` (measured: far more
+  accurate than one stage of 2^12 candidates on wide ranges at n = 10^4, somewhat less at
+  n = 10^3, q = 0.9; docs/proofs/aggregate_quantile.md §6). Rows outside ``[lo, hi]`` count as below / above every
+  candidate, exactly as if clamped to it.
+- ``bounds=None``: stage 1 (ε/4) on the public signed geometric grid
+  ``{0} ∪ {±2^{j/4} : −4·40 <= j <= 4·64}`` (:func:`geometric_grid`; values beyond ``±2^64`` act as
+  if clamped to ``±2^64``), stage 2 (3ε/4) on the dyadic grid of at most ``2^UNBOUNDED_BITS``
+  candidates inside the window ``[C[k − W], C[k + W]]`` (``W`` = :data:`WINDOW`) around the stage-1
+  choice ``C[k]``.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from .._validate import fail
+from ..noise.samplers import discrete_laplace
+from .grouped import Contribution, GroupedValues, MetricResult
+
+__all__ = [
+    "BOUNDED_BITS",
+    "UNBOUNDED_BITS",
+    "dyadic_grid",
+    "geometric_grid",
+    "quantile_sensitivity",
+    "quantiles",
+    "rational_q",
+    "stage_scales",
+]
+
+#: Bounded, stage 1: at most ``2^BOUNDED_COARSE_BITS`` candidates in [lo, hi], share ε/4.
+BOUNDED_COARSE_BITS = 8
+BOUNDED_COARSE_SHARE = Fraction(1, 4)
+#: Bounded, stage 2: at most ``2^BOUNDED_BITS`` candidates in the window of ``±WINDOW`` stage-1 steps.
+BOUNDED_BITS = 12
+#: Candidates of the fine (second) stage without bounds: at most ``2^UNBOUNDED_BITS``.
+UNBOUNDED_BITS = 12
+#: Stage-1 share of ε without bounds.
+COARSE_SHARE = Fraction(1, 4)
+#: Half-width (in stage-1 candidates) of the stage-2 window.
+WINDOW = 2
+#: Quarter octaves: the geometric grid's magnitudes are ``2^{j/4}``, ``J_MIN <= j <= J_MAX``.
+J_MIN, J_MAX = -4 * 40, 4 * 64
+#: Largest denominator of q (larger ones are approximated, :func:`rational_q`).
+Q_MAX_DENOMINATOR = 2**20
+#: Matrix cells (groups × candidates) per chunk of groups: bounds memory, not a loop per group.
+CELLS_PER_CHUNK = 1 << 22
+
+#: Per-group noise scales above this are refused (ParameterError): keeps every noisy utility
+#: far inside int64 (docs/proofs/aggregate_quantile.md §5).
+MAX_SCALE = Fraction(2**50)
+
+# 2^{r/4} for r = 0..3, as exact float literals (no libm: the grid is the same on every machine).
+_QUARTER = (1.0, 1.189207115002721, 1.4142135623730951, 1.681792830507429)
+
+
+def rational_q(q: Any, where: str = "quantile") -> tuple[int, int]:
+    """``(a, b)`` with ``q = a/b`` in lowest terms, ``0 <= a <= b``, ``b <= 2^20``.
+
+    A float is read as its shortest decimal representation (``0.9 → 9/10``, ``0.5 → 1/2``,
+    ``0.999 → 999/1000``); an int or Fraction exactly. If the denominator then exceeds
+    ``Q_MAX_DENOMINATOR = 2^20``, the nearest fraction with a denominator at most ``2^20`` is used
+    (``Fraction.limit_denominator``; ``|q − a/b| <= 2^-21``, and ``< 2^-40`` for every float whose
+    shortest decimal has at most 6 digits after the point it is exact). ``q`` must lie in [0, 1].
+    """
+    if isinstance(q, bool) or not isinstance(q, (int, float, Fraction, np.integer, np.floating)):
+        raise fail(where, "q", "a number in [0, 1]", q)
+    if isinstance(q, (float, np.floating)):
+        if not math.isfinite(float(q)):
+            raise fail(where, "q", "a number in [0, 1]", q)
+        f = Fraction(repr(float(q)))
+    else:
+        f = Fraction(q)
+    if not 0 <= f <= 1:
+        raise fail(where, "q", "a number in [0, 1]", q)
+    if f.denominator > Q_MAX_DENOMINATOR:
+        f = f.limit_denominator(Q_MAX_DENOMINATOR)
+    return f.numerator, f.denominator
+
+
+def quantile_sensitivity(a: int, b: int, contribution: Contribution) -> int:
+    """Δ of ``U = −|b·c − a·n|`` in one group for one add/remove neighbour step of one unit:
+    ``max_rows · max(a, b − a)`` (each of its up to ``max_rows`` rows moves ``b·c − a·n`` by
+    ``b − a`` or by ``−a``). Replacement and ``max_groups`` are handled by composition in
+    :func:`quantiles` (docs/proofs/aggregate_quantile.md §2–3)."""
+    return int(contribution.max_rows) * max(a, b - a)
+
+
+def geometric_grid() -> np.ndarray:
+    """The sorted public stage-1 candidates: ``0`` and ``±2^{j/4}``, ``J_MIN <= j <= J_MAX``
+    (835 floats, ``2^{j/4}`` as ``ldexp`` of fixed literals: identical on every machine)."""
+    j = np.arange(J_MIN, J_MAX + 1)
+    pos = np.ldexp(np.asarray(_QUARTER)[j % 4], j // 4)
+    return np.concatenate([-pos[::-1], [0.0], pos])
+
+
+def dyadic_grid(lo: float, hi: float, bits: int) -> tuple[int, int, int]:
+    """``(e, m0, k)``: the candidates ``(m0 + i)·2^e``, ``0 <= i < k``, are every multiple of
+    ``2^e`` in ``[lo, hi]`` (``lo <= hi`` finite floats), for the least ``e`` with
+    ``hi − lo < 2^{e + bits}`` that is at least the float spacing at ``max(|lo|, |hi|)`` (so
+    each candidate is an exact float and ``|m| < 2^53``). ``1 <= k <= 2^bits``. Exact (Fractions)."""
+    flo, fhi = Fraction(lo), Fraction(hi)
+    width = fhi - flo
+    big = max(abs(lo), abs(hi))
+    e_ulp = max(math.frexp(big)[1] - 53, -1074)
+    if width > 0:
+        e_w = math.frexp(float(width / 2))[1] + 1  # width < 2^{e_w}; exact via Fraction
+        while Fraction(2) ** (e_w - 1) > width:
+            e_w -= 1  # pragma: no cover - float(width/2) rounded up across a power of two
+        while Fraction(2) ** e_w <= width:
+            e_w += 1  # pragma: no cover
+        e = max(e_w - bits, e_ulp)
+    else:
+        e = e_ulp
+    step = Fraction(2) ** e
+    m0 = math.ceil(flo / step)
+    m1 = math.floor(fhi / step)
+    return e, m0, m1 - m0 + 1
+
+
+def _dyadic_windows(lo: np.ndarray, hi: np.ndarray, bits: int) -> tuple[np.ndarray, ...]:
+    """:func:`dyadic_grid` for arrays of windows with ``lo <= hi`` and ``|lo|, |hi| <= 2^65``
+    (vectorized; exact: ``frexp``/``ldexp``/``ceil`` are exact on these floats)."""
+    width = hi - lo  # monotone rounding: fl(width) < 2^E iff the true width < 2^E
+    _, e_w = np.frexp(width)
+    _, e_big = np.frexp(np.maximum(np.abs(lo), np.abs(hi)))
+    e_ulp = np.maximum(e_big.astype(np.int64) - 53, -1074)
+    # width 0 (lo == hi): the float spacing at lo, of which lo is a multiple (one candidate);
+    # width > 0: width >= 2^{e_w − 1} >= 2^e, so [lo, hi] holds a multiple of 2^e (k >= 1).
+    e = np.where(width > 0, np.maximum(e_w.astype(np.int64) - bits, e_ulp), e_ulp)
+    m0 = np.ceil(np.ldexp(lo, -e))
+    m1 = np.floor(np.ldexp(hi, -e))
+    return e, m0, (m1 - m0 + 1).astype(np.int64)
+
+
+def _check_bounds(bounds: Any) -> tuple[float, float] | None:
+    if bounds is None:
+        return None
+    rule = "None or a pair (lo, hi) of finite numbers with lo <= hi"
+    try:
+        lo, hi = bounds
+        lo_f, hi_f = float(lo), float(hi)
+    except (TypeError, ValueError):
+        raise fail("quantile", "bounds", rule, bounds) from None
+    if isinstance(lo, bool) or isinstance(hi, bool) or not (math.isfinite(lo_f) and math.isfinite(hi_f)) or lo_f > hi_f:
+        raise fail("quantile", "bounds", rule, bounds)
+    return lo_f, hi_f
+
+
+def _group_chunks(n_groups: int, k: int) -> list[tuple[int, int]]:
+    step = max(1, CELLS_PER_CHUNK // max(k + 1, 1))
+    return [(s, min(s + step, n_groups)) for s in range(0, n_groups, step)]
+
+
+def _utility(cum: np.ndarray, n: np.ndarray, a: int, b: int) -> np.ndarray:
+    """``U[g, k] = −|b·c[g, k] − a·n[g]|`` (int64; |values| <= 2^20·n, far inside int64)."""
+    return -np.abs(b * cum - a * n[:, None])
+
+
+def _noisy_argmax(util: np.ndarray, k_valid: np.ndarray | None, scale: Fraction,
+                  rng: np.random.Generator) -> np.ndarray:
+    """Row-wise first maximum of ``util + DLap(scale)`` (i.i.d.), over the first ``k_valid[g]``
+    columns (all columns when None). Noise is drawn for every cell (public shape)."""
+    noisy = util + discrete_laplace(scale, size=util.shape, rng=rng)
+    if k_valid is not None:
+        cols = np.arange(util.shape[1])
+        noisy[cols[None, :] >= k_valid[:, None]] = np.iinfo(np.int64).min
+    return np.argmax(noisy, axis=1)  # numpy's argmax returns the first maximum
+
+
+def _counts_shared(x: np.ndarray, gid: np.ndarray, g0: int, g1: int, cands: np.ndarray) -> np.ndarray:
+    """``c[g, k] = #{rows of group g0 + g with x <= cands[k]}`` for one sorted candidate list."""
+    k = cands.size
+    b = np.searchsorted(cands, x, side="left")  # #candidates < x: x <= cands[j] iff j >= b
+    flat = np.bincount((gid - g0) * (k + 1) + b, minlength=(g1 - g0) * (k + 1))
+    return np.cumsum(flat.reshape(g1 - g0, k + 1), axis=1)[:, :k]
+
+
+def _counts_dyadic(x: np.ndarray, gid: np.ndarray, g0: int, g1: int, e: np.ndarray,
+                   m0: np.ndarray, k: int) -> np.ndarray:
+    """``c[g, i] = #{rows of group g with x <= (m0[g] + i)·2^{e[g]}}``, ``i < k``.
+
+    ``x <= m·2^e`` iff ``ceil(x·2^{−e}) <= m``: ``ldexp`` is exact (a positive ``x`` whose scaled
+    value underflows is given ``ceil = 1``, its true value), ``ceil`` is exact, and the bin
+    ``clip(ceil − m0, 0, k)`` is exact after clipping (|m0| < 2^53; a rounded difference is beyond
+    the clip range, by monotone rounding)."""
+    r = gid - g0
+    with np.errstate(over="ignore", under="ignore"):  # ±inf / 0 are handled: no data-dependent warning
+        y = np.ceil(np.ldexp(x, -e[r]))
+    y = np.where((x > 0) & (y < 1), 1.0, y)
+    b = np.clip(y - m0[r], 0, k).astype(np.int64)
+    flat = np.bincount(r * (k + 1) + b, minlength=(g1 - g0) * (k + 1))
+    return np.cumsum(flat.reshape(g1 - g0, k + 1), axis=1)[:, :k]
+
+
+def stage_scales(a: int, b: int, epsilon: Any, contribution: Contribution, *,
+                 bounded: bool) -> tuple[Fraction, Fraction]:
+    """The discrete Laplace scales ``2Δ/ε_stage`` of the two stages (docs/proofs/aggregate_quantile.md
+    §2–4): ``ε_g = ε/(ℓ0·r)`` per group (``r = 2`` for replace), split ``share : 1 − share`` with
+    ``share`` = :data:`BOUNDED_COARSE_SHARE` or :data:`COARSE_SHARE`; ``Δ`` from
+    :func:`quantile_sensitivity`. ParameterError when a scale exceeds :data:`MAX_SCALE`."""
+    eps = Fraction(epsilon)
+    if eps <= 0:
+        raise fail("quantile", "epsilon", "> 0", epsilon)
+    groups_per_unit = int(contribution.max_groups) * (2 if contribution.replace else 1)
+    eps_g = eps / groups_per_unit
+    delta_u = quantile_sensitivity(a, b, contribution)
+    share = BOUNDED_COARSE_SHARE if bounded else COARSE_SHARE
+    scales = (Fraction(2 * delta_u) / (eps_g * share), Fraction(2 * delta_u) / (eps_g * (1 - share)))
+    if max(scales) > MAX_SCALE:
+        raise fail("quantile", "epsilon", f"large enough that 2·Δ/ε_stage <= 2^50 (Δ = {delta_u}, "
+                   f"{groups_per_unit} group(s) per unit)", epsilon)
+    return scales
+
+
+def _dyadic_stage(x: np.ndarray, gid: np.ndarray, offsets: np.ndarray, sizes: np.ndarray,
+                  e_arr: np.ndarray, m0_arr: np.ndarray, k_arr: np.ndarray, a: int, b: int,
+                  scale: Fraction, rng: np.random.Generator) -> np.ndarray:
+    """One report-noisy-max per group over its dyadic grid ``(m0[g] + i)·2^{e[g]}``, ``i < k[g]``."""
+    G = e_arr.size
+    kmax = int(k_arr.max()) if G else 1
+    pick = np.zeros(G, dtype=np.int64)
+    for g0, g1 in _group_chunks(G, kmax):
+        lo_r, hi_r = offsets[g0], offsets[g1]
+        cum = _counts_dyadic(x[lo_r:hi_r], gid[lo_r:hi_r], g0, g1, e_arr[g0:g1], m0_arr[g0:g1], kmax)
+        util = _utility(cum, sizes[g0:g1], a, b)
+        pick[g0:g1] = _noisy_argmax(util, k_arr[g0:g1], scale, rng)
+    return pick
+
+
+def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None,
+              epsilon: Fraction, contribution: Contribution, rng: np.random.Generator) -> MetricResult:
+    """The ``q``-quantile of each group's rows, pure ``epsilon``-DP over all groups.
+
+    Parameters
+    ----------
+    gv : GroupedValues
+        The bounded rows of the released groups (sorted by group).
+    q : float
+        In [0, 1], converted to ``a/b`` by :func:`rational_q` (``0.9 → 9/10``).
+    bounds : (lo, hi) or None
+        Public range of the candidates. Rows outside it act as if clamped to it. None: the
+        two-stage search over ``±2^64`` (module docstring); rows beyond ``±2^64`` act as clamped.
+    epsilon : Fraction
+        The budget of this metric; each group's selection gets ``ε_g = ε / (ℓ0·r)`` with
+        ``ℓ0 = max_groups`` and ``r = 2`` for ``replace`` (else 1), and its noise has scale
+        ``2Δ/ε_stage`` with ``Δ = max_rows·max(a, b − a)`` (docs/proofs/aggregate_quantile.md).
+    contribution : Contribution
+    rng : numpy Generator
+
+    Returns
+    -------
+    MetricResult
+        ``value``: the chosen candidate (an exact float of the final grid, in ``[lo, hi]`` with
+        bounds). Never ⊥: an empty group (size 0 after bounding) gets a candidate drawn by the
+        same mechanism on zero rows (all utilities 0: the first maximum of pure noise), a valid
+        release that says nothing about the data. ``low`` / ``high``: the neighbouring candidates
+        of the final grid (``value`` itself at an end of the grid): the *resolution* cell —
+        every real number in ``(low, high)`` has ``value`` among its two nearest candidates. They
+        do NOT bound the noise (a confidence interval would cost budget). ``extra``:
+        ``"rank_error"`` (per group, public): a 95 % bound on how many rows (in units of ``n``
+        ranks, i.e. ``|c(t) − q·n|``) the released candidate's rank can exceed the best
+        candidate's of the final stage (``2·T/b``, ``T`` the 95 % bound on the largest
+        ``|ν|`` of that stage's ``K`` draws); ``"step"``: the final grid's spacing.
+        ``epsilon``: the guarantee (= the ``epsilon`` given), ``delta`` 0.
+    """
+    a, b = rational_q(q)
+    box = _check_bounds(bounds)
+    scales = stage_scales(a, b, epsilon, contribution, bounded=box is not None)
+    G = int(gv.n_groups)
+    x = np.asarray(gv.values, dtype=np.float64)
+    gid = np.asarray(gv.group, dtype=np.int64)
+    offsets = gv.offsets
+    sizes = np.diff(offsets)
+
+    if box is not None:
+        e, m0, k = dyadic_grid(box[0], box[1], BOUNDED_COARSE_BITS)
+        e_arr = np.full(G, e, dtype=np.int64)
+        m0_arr = np.full(G, float(m0))
+        k_arr = np.full(G, k, dtype=np.int64)
+        pick = _dyadic_stage(x, gid, offsets, sizes, e_arr, m0_arr, k_arr, a, b, scales[0], rng)
+        t = np.ldexp(m0_arr + pick, e_arr)
+        w_lo = np.maximum(t - np.ldexp(float(WINDOW), e_arr), box[0])
+        w_hi = np.minimum(t + np.ldexp(float(WINDOW), e_arr), box[1])
+        e_arr, m0_arr, k_arr = _dyadic_windows(w_lo, w_hi, BOUNDED_BITS)
+    else:
+        cands = geometric_grid()
+        K0 = cands.size
+        choice = np.empty(G, dtype=np.int64)
+        for g0, g1 in _group_chunks(G, K0):
+            lo_r, hi_r = offsets[g0], offsets[g1]
+            cum = _counts_shared(x[lo_r:hi_r], gid[lo_r:hi_r], g0, g1, cands)
+            util = _utility(cum, sizes[g0:g1], a, b)
+            choice[g0:g1] = _noisy_argmax(util, None, scales[0], rng)
+        w_lo = cands[np.maximum(choice - WINDOW, 0)]
+        w_hi = cands[np.minimum(choice + WINDOW, K0 - 1)]
+        e_arr, m0_arr, k_arr = _dyadic_windows(w_lo, w_hi, UNBOUNDED_BITS)
+    pick = _dyadic_stage(x, gid, offsets, sizes, e_arr, m0_arr, k_arr, a, b, scales[-1], rng)
+    last_k = int(k_arr.max()) if G else 1
+    value = np.ldexp(m0_arr + pick, e_arr)
+    low = np.ldexp(m0_arr + np.maximum(pick - 1, 0), e_arr)
+    high = np.ldexp(m0_arr + np.minimum(pick + 1, k_arr - 1), e_arr)
+    step_out = np.ldexp(1.0, e_arr)
+    t_bound = _max_abs_noise_bound(scales[-1], last_k, 0.05)
+    rank_error = np.full(G, 2.0 * t_bound / b)
+    return MetricResult(
+        value=value, low=low, high=high, ok=np.ones(G, dtype=bool),
+        reason=np.full(G, None, dtype=object), epsilon=float(epsilon), delta=0.0,
+        extra={"rank_error": rank_error, "step": step_out},
+    )
+
+
+def _max_abs_noise_bound(scale: Fraction, k: int, beta: float) -> int:
+    """The least ``T`` with ``k·P[|Z| > T] <= β`` for ``Z ~ DLap(scale)`` (union bound), so
+    ``P[max of k draws |Z| > T] <= β``. ``P[|Z| > T] = 2e^{−(T+1)/s}/(1 + e^{−1/s})``."""
+    s = float(scale)
+    target = beta / k
+    t = max(0, math.ceil(s * math.log(2.0 / (target * (1.0 + math.exp(-1.0 / s)))) - 1.0))
+    while t > 0 and 2.0 * math.exp(-t / s) / (1.0 + math.exp(-1.0 / s)) <= target:
+        t -= 1  # pragma: no cover - rounding of the closed form
+    while 2.0 * math.exp(-(t + 1) / s) / (1.0 + math.exp(-1.0 / s)) > target:
+        t += 1  # pragma: no cover
+    return t
