@@ -27,6 +27,7 @@ from ..errors import BudgetExceededError, PrivaggError
 from . import _guard
 from ._output import OutputError
 from ._render import visible
+from .aggregate import aggregate
 from .budget import budget
 from .demo import demo
 from .histogram import histogram
@@ -151,7 +152,7 @@ def cli() -> None:
     """
 
 
-COMMANDS: tuple[click.Command, ...] = (demo, histogram, mean, kmeans, budget)
+COMMANDS: tuple[click.Command, ...] = (demo, histogram, mean, kmeans, aggregate, budget)
 for _command in COMMANDS:
     cli.add_command(_command)
 
