@@ -9,7 +9,7 @@ perf
     Columns: ``g`` (int, Zipf-like sizes ∝ 1/k^1.1, labels permuted), ``y`` (lognormal(3, 1):
     skewed, the bounded sum) and ``x`` (normal around a per-group level, clipped to [0, 100]: the
     mean). Each timing runs in a fresh Python process (imports excluded from the clock on both
-    sides, peak RSS measured), interleaved, ``--repeat`` (3) times after one untimed warm-up, and
+    sides, pandas and pyarrow included, peak RSS measured), interleaved, ``--repeat`` (3) times after one untimed warm-up, and
     the medians are compared:
 
     - DuckDB: ``SELECT g, count(*), sum(least(greatest(y, lo), hi)), avg(x) FROM read_csv/
@@ -56,7 +56,7 @@ utility
     month, stocks by symbol), palmerpenguins (by species and by island), scikit-learn (wine by
     class, diabetes by sex). Rows with a missing value are dropped first (for every method).
 
-Run: ``python benchmarks/aggregate.py`` (full; tens of minutes on 2 cores), ``--quick`` (small
+Run: ``python benchmarks/aggregate.py`` (full: the baselines alone took 6 minutes on 2 cores), ``--quick`` (small
 data, one repeat, two runs: under a minute), ``--markdown`` for Markdown tables (used in
 docs/utility/aggregate.md). The privagg rows are skipped with a message while
 ``privagg.aggregate`` does not exist.
@@ -135,6 +135,7 @@ def write_files(folder: Path, rows: int, groups: int, seed: int = SEED) -> dict[
 _PERF_CHILD = r"""
 import json, resource, sys, time
 what, fmt, path, lo, hi, seed = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6])
+import pandas, pyarrow  # noqa: F401 - imported before the clock on both sides (DuckDB's .df() imports pandas lazily)
 out = {}
 if what == "duckdb":
     import duckdb
@@ -143,12 +144,13 @@ if what == "duckdb":
            f"FROM {source} GROUP BY g")
     t0 = time.perf_counter()
     con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")  # it would print to stdout
     df = con.execute(sql, {"p": path, "lo": lo, "hi": hi}).df()
     out["groups"] = len(df)
 else:
     import privagg
     if not hasattr(privagg, "aggregate"):
-        print(json.dumps({"skip": "privagg.aggregate does not exist (yet)"}))
+        print("RESULT " + json.dumps({"skip": "privagg.aggregate does not exist (yet)"}))
         sys.exit(0)
     t0 = time.perf_counter()
     release = privagg.aggregate(path, by="g", metrics=[privagg.count(), privagg.sum("y", bounds=(lo, hi)),
@@ -156,7 +158,7 @@ else:
     out["groups"] = len(release.to_pandas())
 out["seconds"] = time.perf_counter() - t0
 out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(json.dumps(out))
+print("RESULT " + json.dumps(out))
 """
 
 
@@ -166,7 +168,10 @@ def _perf_child(what: str, fmt: str, path: Path, seed: int) -> dict[str, Any]:
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["(no stderr)"])[-1]
         return {"error": f"exit {proc.returncode}: {last[:200]}"}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    if not lines:
+        return {"error": "no result line on stdout"}
+    return json.loads(lines[-1][len("RESULT "):])
 
 
 def perf_section(args: argparse.Namespace, out: Printer) -> dict[str, Any]:
@@ -403,7 +408,7 @@ def run_opendp(python: Path, df: Any, bounds: tuple[float, float], runs: int, fo
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["(no stderr)"])[-1]
         raise RuntimeError(f"OpenDP child exit {proc.returncode}: {last[:200]}")
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    got = json.loads([line for line in proc.stdout.splitlines() if line.startswith("RESULT ")][-1][7:])
     return {public: [(r["seconds"], r["estimate"]) for r in got["public" if public else "private"]]
             for public in (True, False)}
 
@@ -441,7 +446,7 @@ def opendp_child(spec_path: str) -> None:
                         for m in METRICS}
             result["public" if public else "private"].append(
                 {"seconds": time.perf_counter() - t0, "estimate": estimate})
-    print(json.dumps(result))
+    print("RESULT " + json.dumps(result))
 
 
 # ---------------------------------------------------------------- utility section
