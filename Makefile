@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo test mutants bench utility utility-full venv clean
+.PHONY: demo test mutants bench utility utility-full bench-aggregate bench-opendp-venv venv clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,20 @@ utility: $(VENV)/.installed-bench
 utility-full: $(VENV)/.installed-bench
 	$(PY) benchmarks/utility.py --full --results docs/utility/mean-results.jsonl
 	$(PY) benchmarks/utility.py --section kmeans --full --results docs/utility/kmeans-results.jsonl
+
+# Group-by aggregates (issue 13): speed against plain DuckDB on 10^7 rows, utility against PipelineDP
+# and OpenDP. OpenDP 0.16 needs polars 1.36.1 (the project venv has 2.x): it runs in a throwaway venv.
+OPENDP_VENV ?= /tmp/privagg-opendp-venv
+
+$(OPENDP_VENV)/.installed: benchmarks/requirements-opendp.txt
+	$(PYTHON) -m venv $(OPENDP_VENV)
+	$(OPENDP_VENV)/bin/python -m pip --disable-pip-version-check -q install -r benchmarks/requirements-opendp.txt
+	touch $@
+
+bench-opendp-venv: $(OPENDP_VENV)/.installed
+
+bench-aggregate: $(VENV)/.installed-bench $(OPENDP_VENV)/.installed
+	$(PY) benchmarks/aggregate.py --opendp-python $(OPENDP_VENV)/bin/python
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .hypothesis
