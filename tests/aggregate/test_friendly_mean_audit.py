@@ -2,7 +2,7 @@
 
 Disjoint groups are independent runs, so one call over G copies of a group gives G independent
 releases (the same harness as the parallel-composition proof uses). The step audited with power
-is the final clipped sum (the outlier is clipped onto ±R and moves the sum by R, the proven
+is the final clipped sum (30 000 groups of 100 rows) (the outlier is clipped onto ±R and moves the sum by R, the proven
 sensitivity): claim ε_sum = 1; negative control: sensitivity halved, must be flagged. The whole
 mechanism is also run on the pair (claim (ε, δ) = (1, 1e-6)): it must not be flagged.
 """
@@ -13,7 +13,6 @@ import math
 from fractions import Fraction
 
 import numpy as np
-import pytest
 from scipy.stats import beta as beta_dist
 
 import privagg.mechanisms.grouped_mean as gm
@@ -38,7 +37,7 @@ def _eps_lower(hits_a, hits_b, n, delta=0.0):
 
 def _sum_releases(extra_row: bool, copies: int, seed: int):
     rng = np.random.default_rng(1)  # the same base rows on both sides
-    base = rng.normal(size=300)
+    base = rng.normal(size=100)
     rows = np.concatenate([base, [1e3]]) if extra_row else base
     x = np.tile(rows, copies)
     grp = np.repeat(np.arange(copies), rows.size).astype(np.int64)
@@ -52,7 +51,7 @@ def _sum_releases(extra_row: bool, copies: int, seed: int):
 
 
 def _sum_audit():
-    n = 40_000
+    n = 30_000
     t_d, exact = _sum_releases(False, n, seed=11)
     t_dp, _ = _sum_releases(True, n, seed=12)
     event = lambda t: t >= exact + 4.0  # noise beyond one sensitivity on D
@@ -87,9 +86,9 @@ def _whole(extra_row: bool, copies: int, seed: int):
     return np.where(res.ok, res.value, -np.inf), base.mean()
 
 
-@pytest.mark.parametrize("threshold", [0.05, 0.15])
-def test_whole_mechanism_on_outlier_pair_not_flagged(threshold):
-    n = 4000
+def test_whole_mechanism_on_outlier_pair_not_flagged():
+    threshold = 0.1
+    n = 2000
     v_d, m = _whole(False, n, 21)
     v_dp, _ = _whole(True, n, 22)
     for a, b in ((v_dp, v_d), (v_d, v_dp)):

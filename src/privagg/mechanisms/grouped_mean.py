@@ -87,7 +87,7 @@ _SAFETY = 1.0 + 2.0**-40
 #: Share of the per-group ε given to the clipping-radius histogram (taken from the final sum;
 #: mean.py gives ε/10): at ε/10 its noise (sd about 14·√j rows at ε = 1) let the tail rule clip
 #: about 180 rows of a lognormal group of 10⁴ (error 2.8 SE); more for the histogram and a
-#: margin of :data:`GROUP_TAIL_SD` sds leave fewer rows outside (docs/proofs/aggregate_mean.md §6).
+#: margin of :data:`GROUP_TAIL_SD` sds leave fewer rows outside (docs/proofs/aggregate_mean.md §1.5, §5).
 SHARE_QUANTILE = Fraction(1, 5)
 GROUP_TAIL_SD = 2.0
 _LEVEL_LOW = -QUANTILE_GRID  # quarter-octave levels of |x − ĉ|/U below U: −24 … 0
