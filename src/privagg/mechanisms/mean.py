@@ -1012,7 +1012,7 @@ class ClipChoice:
 
 def _far_threshold(tau: float, sd0: float) -> float:
     """Far mass when the noisy count beyond the top edge exceeds ``max(TAIL_FAR, τ) + 3·sd_0``."""
-    return max(float(TAIL_FAR), tau) + 3.0 * sd0
+    return np.maximum(float(TAIL_FAR), tau) + 3.0 * sd0  # elementwise for an array τ
 
 
 def _quantile_radius(x: np.ndarray, center: np.ndarray, upper: float, n_hat: int,
@@ -1064,7 +1064,7 @@ def tail_rule(tails: np.ndarray, sd: np.ndarray, tau: np.ndarray, n_hat: np.ndar
     j_rob = np.minimum(j_rob, n_valid - 1)
     tail_ok = (tails <= tau[:, None] + tail_sd * sd) & valid
     j_tail = np.where(tail_ok.any(axis=1), width - 1 - np.argmax(tail_ok[:, ::-1], axis=1), 0)
-    far = tails[:, 0] > np.maximum(float(TAIL_FAR), tau) + 3.0 * sd[0]
+    far = tails[:, 0] > _far_threshold(tau, float(sd[0]))
     robust = far | (j_tail == 0)
     return np.maximum(np.where(robust, j_rob, j_tail), 0), robust
 
