@@ -53,7 +53,7 @@ def alpha_fraction(alpha: Any, where: str = "basic_filter") -> Fraction:
 
 
 def keep_probabilities(
-    counts: Any, *, alpha: Any = 0.0
+    counts: Any, *, alpha: Any = 0.0, sizes: Any = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Exact keep probabilities ``p_i = numerator_i / denominator`` of BasicFilter.
 
@@ -63,6 +63,10 @@ def keep_probabilities(
         Friend counts ``c_i`` (self included) of a dataset of ``n = len(counts)`` items.
     alpha : float or Fraction
         In [0, 1/2); rounded down to ``α̃`` as in the module docstring.
+    sizes : array_like of int, optional
+        Many datasets at once (the grouped mean): ``sizes[i]`` is the size ``n`` of the dataset
+        item ``i`` belongs to (then the denominators differ between datasets). Default: one
+        dataset, ``n = len(counts)``.
 
     Returns
     -------
@@ -82,6 +86,10 @@ def keep_probabilities(
             f"shape={c.shape}",
         )
     a, b = frac.numerator, frac.denominator
+    if sizes is not None:
+        m = np.asarray(sizes, dtype=np.int64)
+        dens = np.maximum((b - 2 * a) * m, 1)
+        return np.clip((2 * c - m) * np.int64(b), 0, dens), dens
     den = np.int64((b - 2 * a) * n) if n else np.int64(1)
     num = np.clip((2 * c - n) * np.int64(b), 0, den)
     return num, np.full(n, den, dtype=np.int64)

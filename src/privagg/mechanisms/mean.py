@@ -515,14 +515,23 @@ class MeanRelease:
         mean, center = self.mean / sc, self.center / sc  # the standardized release
         t = _noise_quantile(kind, param, 0.9 * beta) * step  # |Z_j| <= t w.p. >= 1 − 0.9β
         k_c = _dlap_two_sided(count_scale, 0.1 * beta)  # |n̂ − n| <= k_c w.p. >= 1 − 0.1β
-        n_hat = float(self.n_hat)
-        rnd = (n_hat + k_c) * rnd_per_row + rnd_fixed
-        off = np.abs(mean - center) * n_hat
-        s_over_n = np.minimum(float(self.clip_radius), (off + t + rnd) / max(n_hat - k_c, 1.0))
-        half = (t + rnd) / n_hat + s_over_n * k_c / n_hat
-        half = half + 4.0 * 2.0**-53 * (np.abs(mean) + np.abs(center))
-        half = half * (1.0 + 2.0**-40)
+        half = noise_half_width(mean, center, float(self.clip_radius), float(self.n_hat), t, k_c,
+                                rnd_per_row, rnd_fixed)
         return _finite((mean - half) * sc), _finite((mean + half) * sc)
+
+
+def noise_half_width(mean: Any, center: Any, clip_radius: Any, n_hat: Any, t: Any, k_c: Any,
+                     rnd_per_row: Any, rnd_fixed: Any) -> np.ndarray:
+    """Half-width of :meth:`MeanRelease.confidence_intervals` (docs/proofs/mean.md §8),
+    elementwise (numpy broadcasting): ``t`` the final noise quantile, ``k_c`` the count noise
+    quantile, rounding ``(n̂ + k_c)·rnd_per_row + rnd_fixed``, all in the data's units."""
+    n_hat = np.asarray(n_hat, dtype=np.float64)
+    rnd = (n_hat + k_c) * rnd_per_row + rnd_fixed
+    off = np.abs(mean - center) * n_hat
+    s_over_n = np.minimum(clip_radius, (off + t + rnd) / np.maximum(n_hat - k_c, 1.0))
+    half = (t + rnd) / n_hat + s_over_n * k_c / n_hat
+    half = half + 4.0 * 2.0**-53 * (np.abs(mean) + np.abs(center))
+    return half * (1.0 + 2.0**-40)
 
 
 def _noise_quantile(kind: str, param: float, beta: float) -> float:
@@ -768,9 +777,17 @@ def _row_order(x: np.ndarray, gen: np.random.Generator) -> np.ndarray:
     randomness: rows sorted by a keyed 64-bit hash of their bits (key drawn from ``gen``), ties
     by the bits themselves. Adding a row inserts it at one place of the others' order; equal
     rows are interchangeable."""
-    n, d = x.shape
+    d = x.shape[1]
     bits = np.ascontiguousarray(x).view(np.uint64)
-    keys = gen.integers(0, 2**63, size=(2, d), dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    h = row_hash(bits, gen.integers(0, 2**63, size=(2, d), dtype=np.uint64) * np.uint64(2)
+                 + np.uint64(1))
+    return np.lexsort([bits[:, j] for j in range(d - 1, -1, -1)] + [h])
+
+
+def row_hash(bits: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """The keyed 64-bit hash of :func:`_row_order`: ``bits`` (n, d) uint64 (a row's float
+    bits), ``keys`` (2, d) odd uint64 (public randomness). A function of each row alone."""
+    n, d = bits.shape
     h = np.zeros(n, dtype=np.uint64)
     with np.errstate(over="ignore"):
         for j in range(d):  # over columns (d), not rows
@@ -778,7 +795,7 @@ def _row_order(x: np.ndarray, gen: np.random.Generator) -> np.ndarray:
             h ^= h >> np.uint64(29)
         h *= np.uint64(0xBF58476D1CE4E5B9)
         h ^= h >> np.uint64(31)
-    return np.lexsort([bits[:, j] for j in range(d - 1, -1, -1)] + [h])
+    return h
 
 
 def scale_counts(x: np.ndarray, order: np.ndarray) -> np.ndarray:
@@ -843,9 +860,16 @@ def _pair_radius(sub: np.ndarray, m_pub: int, eps_sel: Fraction, gen: np.random.
     from ..friendlycore.radius import grid_radii
 
     counts = pair_counts(sub, _row_order(sub, gen))
-    utility = -np.abs(counts - (m_pub - 1) // 2)
+    utility = pair_utility(counts, m_pub)
     noisy = utility + discrete_laplace(4 / eps_sel, size=utility.shape, rng=gen)
     return float(grid_radii()[int(np.argmax(noisy))]) * pair_factor(sub.shape[1])
+
+
+def pair_utility(counts: np.ndarray, m_pub: Any) -> np.ndarray:
+    """``u_j = −|C_j − ⌊(m_pub − 1)/2⌋|`` (sensitivity 2 when each ``C_j`` moves by at most 2);
+    ``counts`` of shape ``(..., L)`` and ``m_pub`` an int or an array of shape ``(...)``."""
+    target = (np.asarray(m_pub, dtype=np.int64) - 1) // 2
+    return -np.abs(counts - target[..., None]) if np.ndim(target) else -np.abs(counts - target)
 
 
 def _grid_up(v: float) -> float:
@@ -988,7 +1012,7 @@ class ClipChoice:
 
 def _far_threshold(tau: float, sd0: float) -> float:
     """Far mass when the noisy count beyond the top edge exceeds ``max(TAIL_FAR, τ) + 3·sd_0``."""
-    return max(float(TAIL_FAR), tau) + 3.0 * sd0
+    return np.maximum(float(TAIL_FAR), tau) + 3.0 * sd0  # elementwise for an array τ
 
 
 def _quantile_radius(x: np.ndarray, center: np.ndarray, upper: float, n_hat: int,
@@ -1009,21 +1033,40 @@ def _quantile_radius(x: np.ndarray, center: np.ndarray, upper: float, n_hat: int
     noisy = _distance_bins(x, center, edges) + discrete_laplace(1 / eps_q, size=edges.size + 1,
                                                                  rng=gen)
     tails = np.cumsum(noisy[: edges.size]).astype(np.float64)  # tails[j] ≈ #{u > e_j}
-    q = math.exp(-float(eps_q))
-    sd = np.sqrt(np.arange(1, edges.size + 1) * 2.0 * q / (1.0 - q) ** 2)
-    if tails[0] > _far_threshold(tau, float(sd[0])):
-        ok, rule = tails + 2.0 * sd <= float(CLIP_TAIL) * n_hat, "robust"
-        j = int(np.argmin(ok)) - 1 if not ok.all() else edges.size - 1
-    else:
-        # the last passing edge (not the first failure: the noisy tails over the empty bins at
-        # the top are a random walk, which crosses τ + 2·sd_j somewhere too often)
-        ok, rule = tails <= tau + TAIL_SD * sd, "tail"
-        j = int(np.flatnonzero(ok)[-1]) if ok.any() else 0
-        if j == 0:  # an excursion of that walk above the bound at every edge: do not clip at the top
-            ok, rule = tails + 2.0 * sd <= float(CLIP_TAIL) * n_hat, "robust"
-            j = int(np.argmin(ok)) - 1 if not ok.all() else edges.size - 1
-    j = max(j, 0)
+    sd = tail_sds(eps_q, edges.size)
+    jj, robust = tail_rule(tails[None, :], sd, np.array([tau]), np.array([float(n_hat)]),
+                           np.ones((1, edges.size), dtype=bool))
+    j, rule = int(jj[0]), "robust" if robust[0] else "tail"
     return ClipChoice(float(edges[j]), float(tails[j]), float(sd[j]), rule)
+
+
+def tail_sds(eps_q: Fraction, size: int) -> np.ndarray:
+    """Public sds of the noisy tails ``T̃_j`` (``j = 0 … size − 1``): the sum of ``j + 1``
+    independent ``DLap(1/ε_q)`` draws, ``sd_j = √((j + 1)·2q/(1 − q)²)``, ``q = e^{−ε_q}``."""
+    q = math.exp(-float(eps_q))
+    return np.sqrt(np.arange(1, size + 1) * 2.0 * q / (1.0 - q) ** 2)
+
+
+def tail_rule(tails: np.ndarray, sd: np.ndarray, tau: np.ndarray, n_hat: np.ndarray,
+              valid: np.ndarray, tail_sd: float = TAIL_SD) -> tuple[np.ndarray, np.ndarray]:
+    """The clipping-radius rule of :func:`_quantile_radius`, vectorized over rows (one row per
+    histogram; post-processing of released noisy tails only).
+
+    ``tails[g, j]``: the noisy count beyond the ``j``-th edge (descending, ``j = 0`` the top);
+    ``sd[j]`` its public sd; ``tau[g]``, ``n_hat[g]`` public; ``valid[g, j]``: the edge exists
+    for row ``g`` (a prefix of each row: rows may have different numbers of edges); ``tail_sd``
+    the margin of the tail rule in sds (default :data:`TAIL_SD`). Returns the
+    chosen edge index per row and whether the robust rule chose it."""
+    width = tails.shape[1]
+    n_valid = valid.sum(axis=1)
+    rob_ok = (tails + 2.0 * sd <= float(CLIP_TAIL) * n_hat[:, None]) & valid
+    j_rob = np.where(rob_ok.all(axis=1), width - 1, np.argmin(rob_ok, axis=1) - 1)
+    j_rob = np.minimum(j_rob, n_valid - 1)
+    tail_ok = (tails <= tau[:, None] + tail_sd * sd) & valid
+    j_tail = np.where(tail_ok.any(axis=1), width - 1 - np.argmax(tail_ok[:, ::-1], axis=1), 0)
+    far = tails[:, 0] > _far_threshold(tau, float(sd[0]))
+    robust = far | (j_tail == 0)
+    return np.maximum(np.where(robust, j_rob, j_tail), 0), robust
 
 
 def _clip_margin(d: int) -> float:

@@ -1,0 +1,501 @@
+"""``friendly_means``: the unbounded mean of every group at once (1-D FriendlyCore per group).
+
+No clamping bounds. Every group runs the 1-D version of :func:`privagg.private_mean` on its own
+rows, with the public per-group plan :func:`friendly_means_plan`, and all groups run together in
+numpy passes (never a Python loop per group or per row; the only loops are over binary-search
+rounds and over the few distinct noise scales). Proof: ``docs/proofs/aggregate_mean.md``.
+
+Per group ``g`` (``n_g`` rows), with the shares of :func:`~privagg.mechanisms.mean.mean_plan`
+(``calibration="laplace"``, small-sample shares, pure-ε parts, the only δ is the core-size tail):
+
+1. **Count.** ``n̂_g = n_g + DLap(1/ε_n)``; ⊥ when ``n̂_g < 1``.
+2. **Subsample.** Poisson, public rate ``min(1, m_locate/n̂_g)``, ``m_locate`` a public function of
+   the plan (:func:`friendly_means_plan`).
+3. **Radius.** Report-noisy-max (``DLap(4/ε_sel)``) over the public grid ``r_j = 2^{j/4}``,
+   ``j = −240 … 240``, of ``−|C_j − ⌊(m_pub − 1)/2⌋|``, ``C_j`` the number of consecutive pairs (in
+   a keyed random order) within ``r_j``; radius ``r = 3·r_ĵ`` (docs/proofs/mean.md §4b), a G × L
+   matrix for all groups.
+4. **Locate.** BasicFilter (α = 0) with the *exact* predicate ``|a − b| <= r`` (real numbers; its
+   friend set is an interval of the sorted values: counts by a vectorized binary search with an
+   exact boundary test), noisy core size ``m̂``, ``m_low = m̂ − k``, ⊥ when ``m_low < 10``; the core
+   average (relative to the least core value, summed exactly on a grid) released on the grid
+   with discrete Laplace noise of sensitivity ``2r/m_low`` plus rounding.
+5. **Estimate.** An ε_q-DP noisy histogram of ``|x − ĉ|/U`` over quarter-octave levels
+   (``U = grid_up(r + b)``, ``b`` the public locate-noise bound) gives the clipping radius ``R``
+   by the tail rule of ``mean.py`` §8; the clipped sum ``Σ clip(x − ĉ, ±R)`` of *all* the group's
+   rows, summed exactly on a grid, released with discrete Laplace noise; ``mean = ĉ + S/n̂``.
+
+User level and neighbours: :func:`friendly_means_plan` (group privacy over ``max_rows`` rows,
+composition over ``max_groups`` groups, a replacement = a removal plus an addition).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import mpmath
+import numpy as np
+
+from .._validate import fail, quiet_numerics
+from ..friendlycore.filter import keep_probabilities
+from ..friendlycore.radius import grid_levels
+from ..noise.grid import GRID_BITS
+from ..noise.samplers import bernoulli_rational, discrete_laplace
+from .grouped import Contribution, GroupedValues, MetricResult
+from .mean import (
+    BETA_LOCATE,
+    M_MIN,
+    QUANTILE_GRID,
+    TOP_FACTOR,
+    MeanPlan,
+    _dlap_two_sided,
+    _finite,
+    _float_down,
+    _float_up,
+    _frac,
+    mean_plan,
+    noise_half_width,
+    pair_factor,
+    pair_utility,
+    row_hash,
+    tail_rule,
+    tail_sds,
+    tail_target,
+)
+
+__all__ = ["FriendlyMeansPlan", "RADIUS_EXPONENTS", "friend_counts_1d", "friendly_means",
+           "friendly_means_plan"]
+
+#: Radius grid ``r_j = 2^{j/4}`` for these ``j`` (public): 2⁻⁶⁰ … 2⁶⁰, wider than the
+#: d-dimensional grid (2⁻¹⁰ … 2⁴⁰) so that groups of very different scales (1e-3 and 1e6 in one
+#: table, or a column in nanoseconds) each get a radius in their own units.
+RADIUS_EXPONENTS = np.arange(-240, 241)
+#: ``m_locate = max(M_LOCATE_MIN, LOCATE_FACTOR·need)``, ``need = M_MIN + k`` (public).
+M_LOCATE_MIN = 1000
+LOCATE_FACTOR = 4
+#: Clipped-sum and core terms are rounded to ``2^(E − TERM_BITS)`` for a radius below ``2^E``:
+#: ``|term| <= 2^30``, so the int64 sum of a group is exact for fewer than ``2^33`` rows.
+TERM_BITS = 30
+#: The noise interval ``[low, high]`` holds with probability >= 1 − BETA (per group).
+BETA = 0.05
+_U = 2.0**-53
+_SAFETY = 1.0 + 2.0**-40
+#: Share of the per-group ε given to the clipping-radius histogram (taken from the final sum;
+#: mean.py gives ε/10): at ε/10 its noise (sd about 14·√j rows at ε = 1) let the tail rule clip
+#: about 180 rows of a lognormal group of 10⁴ (error 2.8 SE); more for the histogram and a
+#: margin of :data:`GROUP_TAIL_SD` sds leave fewer rows outside (docs/proofs/aggregate_mean.md §1.5, §5).
+SHARE_QUANTILE = Fraction(1, 5)
+GROUP_TAIL_SD = 2.0
+_LEVEL_LOW = -QUANTILE_GRID  # quarter-octave levels of |x − ĉ|/U below U: −24 … 0
+
+
+@dataclass(frozen=True)
+class FriendlyMeansPlan:
+    """Every public scale of :func:`friendly_means` (no data).
+
+    Attributes
+    ----------
+    group : MeanPlan
+        The per-group plan (``mean_plan(ε_g, δ_g, calibration="laplace", select_radius=True,
+        small=True)``): its ``privacy_loss`` ``(ε'_g, δ'_g)`` is each group's add/remove guarantee.
+    steps, max_steps : int
+        ``N = ℓ0·ℓ∞`` (``2ℓ0ℓ∞`` for replace): add/remove row steps one neighbour makes in all
+        groups together; ``K = ℓ∞`` (``2ℓ∞``): at most that many in one group.
+    epsilon_group, delta_group : Fraction
+        The per-group target ``ε_g = ε/N``, ``δ_g = δ/(N·e^{(K − 1)ε_g})`` (rounded down).
+    epsilon, delta : Fraction
+        The guarantee over all groups: ``ε = N·ε'_g``, ``δ = N·e^{(K − 1)ε'_g}·δ'_g`` (δ rounded
+        up), at most the given (ε, δ).
+    m_locate : int
+        Expected locate subsample size per group.
+    need : int
+        ``M_MIN + k``: a noisy core size below it is ⊥.
+    """
+
+    group: MeanPlan
+    steps: int
+    max_steps: int
+    epsilon_group: Fraction
+    delta_group: Fraction
+    epsilon: Fraction
+    delta: Fraction
+    m_locate: int
+    need: int
+
+
+def _exp_up(x: Fraction) -> Fraction:
+    """A rational ``>= e^x`` (60 digits, rounded up)."""
+    with mpmath.workdps(60):
+        v = mpmath.exp(mpmath.mpf(x.numerator) / x.denominator)
+        f = Fraction(mpmath.nstr(v * (1 + mpmath.mpf(10) ** -50), 55))
+    return f
+
+
+def _check_contribution(where: str, c: Any) -> Contribution:
+    if not isinstance(c, Contribution):
+        raise fail(where, "contribution", "a Contribution", type(c).__name__)
+    for name in ("max_groups", "max_rows"):
+        v = getattr(c, name)
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 1 <= v <= 10**6:
+            raise fail(where, f"contribution.{name}", "an integer in [1, 10**6]", v)
+    return c
+
+
+def friendly_means_plan(epsilon: Any, delta: Any, contribution: Contribution = Contribution(),
+                        *, where: str = "friendly_means") -> FriendlyMeansPlan:
+    """Validate the public parameters and compute the plan of :func:`friendly_means`.
+
+    Raises ParameterError (public inputs only) for ε below 2⁻¹⁰⁰ after the division by ``N``,
+    δ = 0 or a per-group δ below 2⁻⁹⁰⁰, or a bad ``contribution``: call it before charging a
+    ledger; :func:`friendly_means` then cannot fail.
+    """
+    c = _check_contribution(where, contribution)
+    if isinstance(delta, bool) or not isinstance(delta, (int, float, Fraction, np.floating)) \
+            or not 0 < delta < 1:
+        raise fail(where, "delta", "a number in (0, 1): the unbounded mean needs delta > 0", delta)
+    eps, dlt = _frac(epsilon), _frac(delta)
+    mult = 2 if c.replace else 1
+    n_steps, k_max = c.max_groups * c.max_rows * mult, c.max_rows * mult
+    eps_g = eps / n_steps
+    dlt_g = dlt / (n_steps * _exp_up((k_max - 1) * eps_g))
+    plan = mean_plan(eps_g, dlt_g, calibration="laplace", select_radius=True, small=True,
+                     where=where)
+    q_share = eps_g * SHARE_QUANTILE
+    plan = dataclasses.replace(plan, eps_quantile=q_share,
+                               eps_sum=plan.eps_sum - (q_share - plan.eps_quantile))
+    loss = plan.privacy_loss
+    e_out = n_steps * Fraction(loss.epsilon)
+    d_out = n_steps * _exp_up((k_max - 1) * Fraction(loss.epsilon)) * Fraction(loss.delta)
+    need = M_MIN + plan.core_count_shift
+    return FriendlyMeansPlan(plan, n_steps, k_max, eps_g, dlt_g, e_out, d_out,
+                             max(M_LOCATE_MIN, LOCATE_FACTOR * need), need)
+
+
+class _Draws:
+    """All randomness of :func:`friendly_means`, by name (tests substitute recorded draws)."""
+
+    def __init__(self, gen: np.random.Generator) -> None:
+        self.gen = gen
+
+    def dlap(self, name: str, scale: Fraction, shape: Any) -> np.ndarray:
+        return discrete_laplace(scale, size=shape, rng=self.gen)
+
+    def dlap_scaled(self, name: str, sens: np.ndarray, eps: Fraction) -> np.ndarray:
+        """``DLap(sens_g/ε)`` per entry: one exact sampler call per distinct integer ``sens``
+        (a public function of public values, with few distinct values: :func:`_quantize_up`)."""
+        out = np.zeros(sens.shape, dtype=np.int64)
+        for s in np.unique(sens):
+            idx = np.flatnonzero(sens == s)
+            out[idx] = discrete_laplace(Fraction(int(s)) / eps, size=idx.size, rng=self.gen)
+        return out
+
+    def uniform(self, name: str, groups: np.ndarray) -> np.ndarray:
+        """One uniform per entry (``groups``: the group of each entry, sorted)."""
+        return self.gen.random(groups.size)
+
+    def keys(self, name: str) -> np.ndarray:
+        return self.gen.integers(0, 2**63, size=(2, 1), dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+
+    def bernoulli(self, name: str, num: np.ndarray, den: np.ndarray,
+                  groups: np.ndarray) -> np.ndarray:
+        return bernoulli_rational(num, den, rng=self.gen)
+
+
+def _quantize_up(v: np.ndarray) -> np.ndarray:
+    """``ceil(v)`` rounded up to 5 significant bits (int64, >= 1): at most 16 distinct values
+    per octave, so the noise is drawn with few sampler calls; costs at most 1/16 more noise."""
+    k = np.maximum(np.ceil(v), 1.0)
+    _, e = np.frexp(k)
+    q = np.ldexp(1.0, np.maximum(e - 5, 0))
+    return (np.ceil(k / q) * q).astype(np.int64)
+
+
+def _grid_exponent(scale: np.ndarray) -> np.ndarray:
+    """:func:`privagg.noise.grid.grid_exponent`, elementwise: the largest ``e`` with
+    ``2^e <= scale·2⁻¹⁰``."""
+    return (np.frexp(scale)[1] - 1 - GRID_BITS).astype(np.int64)
+
+
+def _grid_up(v: np.ndarray) -> np.ndarray:
+    """``2^{ceil(8·log2 v)/8}`` elementwise (mean.py ``_grid_up``), v > 0."""
+    return np.exp2(np.ceil(8.0 * np.log2(v)) / 8.0)
+
+
+def _two_sum_err(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``s = fl(a + b)`` and the exact error ``(a + b) − s`` (Knuth's TwoSum; exact without
+    overflow, which the callers exclude: ``|b| <= 2^63`` and finite ``a``)."""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def _count_below(sv: np.ndarray, start: np.ndarray, end: np.ndarray, t: np.ndarray,
+                 inclusive: np.ndarray) -> np.ndarray:
+    """For each query ``i``: ``#{k in [start_i, end_i) : sv[k] < t_i}`` (or ``<=`` where
+    ``inclusive``), ``sv`` sorted ascending on each range: a vectorized binary search."""
+    lo, hi = start.copy(), end.copy()
+    while True:
+        act = np.flatnonzero(lo < hi)
+        if not act.size:
+            return lo - start
+        mid = (lo[act] + hi[act]) >> 1
+        b = sv[mid]
+        right = (b < t[act]) | (inclusive[act] & (b == t[act]))
+        lo[act[right]] = mid[right] + 1
+        hi[act[~right]] = mid[~right]
+
+
+def friend_counts_1d(sv: np.ndarray, seg: np.ndarray, start: np.ndarray, end: np.ndarray,
+                     radius: np.ndarray) -> np.ndarray:
+    """Friend counts (self included) for the exact predicate ``|a − b| <= r`` (real numbers).
+
+    ``sv``: values sorted ascending within each segment; item ``i`` belongs to the segment
+    ``[start[seg[i]], end[seg[i]])`` with radius ``radius[seg[i]]`` (finite, ``<= 2^62``). The
+    friends of ``a`` are the values in the real interval ``[a − r, a + r]``: with ``t = fl(a − r)``
+    and its exact error ``e = (a − r) − t``, the values ``b >= a − r`` are ``b > t``, plus ``b = t``
+    iff ``e <= 0`` (no float lies strictly between ``t`` and ``a − r``); likewise on the right.
+    """
+    r = radius[seg]
+    s0, e0 = start[seg], end[seg]
+    tl, el = _two_sum_err(sv, -r)
+    tu, eu = _two_sum_err(sv, r)
+    below = _count_below(sv, s0, e0, tl, el > 0)  # excluded: b < a − r
+    upto = _count_below(sv, s0, e0, tu, eu >= 0)  # b <= a + r
+    return upto - below
+
+
+def _sum_sensitivity(clip_r: np.ndarray, e_s: np.ndarray, e_g: np.ndarray) -> np.ndarray:
+    """Integer ℓ1 sensitivity (grid ``2^e_g`` units) of a group's released clipped sum: one row
+    adds one term of ``|rint(clip(x − ĉ, ±R)/2^e_s)| <= R/2^e_s + 1/2`` (units ``2^e_s``), and the
+    exact rounding to the coarser grid moves each side by at most 1/2: ``(R + 2^e_s/2)/2^e_g + 1``,
+    rounded up by :func:`_quantize_up` (docs/proofs/aggregate_mean.md §7)."""
+    return _quantize_up((clip_r + np.ldexp(0.5, e_s)) / np.ldexp(1.0, e_g) * _SAFETY + 1.0)
+
+
+def _noisy_clipped_sums(dev: np.ndarray, grp: np.ndarray, off: np.ndarray, clip_r: np.ndarray,
+                        ok: np.ndarray, eps_sum: Fraction, draws: _Draws
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``Σ clip(x − ĉ, ±R)`` per group released on the grid with discrete Laplace noise
+    (``eps_sum``-DP per group; docs/proofs/aggregate_mean.md §7). ``dev = x − ĉ[group]`` (may be
+    ±inf; overwritten). Returns (released sums, integer sensitivities, term and release grid
+    exponents)."""
+    e_s = np.frexp(clip_r)[1] - TERM_BITS  # R < 2^(e_s + TERM_BITS)
+    rg = clip_r[grp]
+    np.minimum(dev, rg, out=dev)
+    np.maximum(dev, -rg, out=dev)
+    s_terms = np.rint(np.ldexp(dev, -e_s[grp])).astype(np.int64)
+    s_h = _exact_group_sums(s_terms, off)  # units 2^e_s
+    e_g = np.maximum(_grid_exponent(np.minimum(clip_r * _SAFETY / _float_down(eps_sum),
+                                               clip_r * _SAFETY)), e_s)
+    shift = (e_g - e_s).astype(np.int64)  # >= 0: round s_h / 2^shift to an integer, exactly
+    half_unit = np.where(shift > 0, np.left_shift(np.int64(1), np.maximum(shift - 1, 0)), 0)
+    s_g = np.right_shift(s_h + half_unit, shift)
+    sens = np.where(ok, _sum_sensitivity(clip_r, e_s, e_g), 1)
+    z_s = draws.dlap_scaled("sum", sens, eps_sum)
+    return np.ldexp((s_g + z_s).astype(np.float64), e_g), sens, e_s, e_g
+
+
+def _segments(sorted_group: np.ndarray, n_groups: int) -> np.ndarray:
+    return np.searchsorted(sorted_group, np.arange(n_groups + 1, dtype=np.int64)).astype(np.int64)
+
+
+def _exact_group_sums(terms: np.ndarray, off: np.ndarray) -> np.ndarray:
+    """``Σ terms`` per segment, exact (int64 terms; a wrapping cumsum's differences are exact
+    modulo 2⁶⁴, hence exact when each segment's sum fits int64)."""
+    cs = np.concatenate([np.zeros(1, np.int64), np.cumsum(terms, dtype=np.int64)])
+    with np.errstate(over="ignore"):
+        return cs[off[1:]] - cs[off[:-1]]
+
+
+@quiet_numerics
+def friendly_means(gv: GroupedValues, *, epsilon: Any, delta: Any,
+                   contribution: Contribution = Contribution(), rng: np.random.Generator
+                   ) -> MetricResult:
+    """The mean of every group, with no bounds: 1-D FriendlyCore locate + clipped sum per group.
+
+    Parameters
+    ----------
+    gv : GroupedValues
+        The bounded rows of the column (finite floats), sorted by group id.
+    epsilon, delta : Fraction (or float)
+        This metric's budget; ``delta > 0`` (the core-size bound fails with probability δ).
+    contribution : Contribution
+        ``max_groups`` ℓ0, ``max_rows`` ℓ∞, ``replace``.
+    rng : numpy.random.Generator
+        Already resolved by the caller.
+
+    Returns
+    -------
+    MetricResult
+        ``value``: the mean per group (NaN where ⊥); ``ok``/``reason``: ⊥ when the noisy count
+        is below 1 or the noisy core size is below :attr:`FriendlyMeansPlan.need` (the group is
+        too small for this ε, or its rows do not agree on a location). ``low``/``high``: a
+        noise-only interval holding with probability >= 0.95 per group: it covers the group's
+        *clipped* mean ``θ_g = ĉ_g + (1/n_g)·Σ clip(x − ĉ_g, ±R_g)`` (the final sum's noise, the
+        count noise, the rounding), **not** the clipping bias ``θ_g − x̄_g`` (``extra["outside"]``
+        says about how many rows were clipped) nor the sampling error. ``extra``: ``n_hat``
+        (noisy counts), ``clip_radius`` (``R_g``), ``center`` (``ĉ_g``), ``radius`` (``r_g``),
+        ``outside`` (noisy count of rows beyond ``R_g``), ``m_hat`` (noisy core sizes), all public.
+
+    Privacy
+    -------
+    Add/remove one row: every group runs its own (ε'_g, δ'_g)-DP mechanism on its own rows
+    (``docs/proofs/aggregate_mean.md``), so the release is (ε'_g, δ'_g)-DP (parallel composition).
+    A neighbour that changes ``k_g`` rows of group g, ``Σ k_g <= N``, ``k_g <= K``
+    (:class:`FriendlyMeansPlan`), gets
+    ``ε = N·ε'_g``, ``δ = N·e^{(K−1)ε'_g}·δ'_g`` (group privacy within a group, basic composition
+    over groups): ``MetricResult.epsilon/delta``, at most the given (ε, δ).
+    """
+    where = "friendly_means"
+    fp = friendly_means_plan(epsilon, delta, contribution, where=where)
+    return _friendly_means(gv, fp, _Draws(rng))
+
+
+def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws) -> MetricResult:
+    plan = fp.group
+    n_groups = int(gv.n_groups)
+    x = np.asarray(gv.values, dtype=np.float64)
+    grp = np.asarray(gv.group, dtype=np.int64)
+    off = _segments(grp, n_groups)
+    sizes = np.diff(off)
+    nan = np.full(n_groups, np.nan)
+
+    # 1. count
+    n_hat = sizes + draws.dlap("count", 1 / plan.eps_count, n_groups)
+    live = n_hat >= 1
+    n_pos = np.maximum(n_hat, 1).astype(np.float64)
+
+    # 2. Poisson subsample of public rate min(1, m_locate / n̂)
+    rate = np.where(live, np.minimum(1.0, fp.m_locate / n_pos), 0.0)
+    take = draws.uniform("subsample", grp) < rate[grp]
+    sub_v, sub_g = x[take], grp[take]
+    order = np.argsort(sub_v, kind="stable")
+    gdt = np.int16 if n_groups < 2**15 else np.int32 if n_groups < 2**31 else np.int64
+    order = order[np.argsort(sub_g[order].astype(gdt), kind="stable")]  # radix for int16
+    sv, sg = sub_v[order], sub_g[order]  # sorted by (group, value)
+    soff = _segments(sg, n_groups)
+    m_sub = np.diff(soff)
+
+    # 3. radius: report-noisy-max of the consecutive-pair counts in a keyed random order
+    bits = np.ascontiguousarray(sv).view(np.uint64)[:, None]
+    h = row_hash(bits, draws.keys("order"))
+    ho = np.argsort(h, kind="stable")  # ties: by value (sv is sorted)
+    ho = ho[np.argsort(sg[ho].astype(gdt), kind="stable")]
+    hv, hg = sv[ho], sg[ho]
+    same = hg[1:] == hg[:-1]
+    d = hv[1:][same] - hv[:-1][same]
+    lv = grid_levels(np.nan_to_num(d * d, nan=np.inf))
+    n_r = RADIUS_EXPONENTS.size
+    b = np.clip(lv - RADIUS_EXPONENTS[0], 0, n_r)  # least j with |d| <= r_j, or n_r beyond
+    counts = np.bincount(hg[1:][same] * (n_r + 1) + b, minlength=n_groups * (n_r + 1))
+    counts = np.cumsum(counts.reshape(n_groups, n_r + 1), axis=1)[:, :n_r]
+    m_pub = np.minimum(n_hat, fp.m_locate)
+    noisy = pair_utility(counts, m_pub) + draws.dlap("radius", 4 / plan.eps_select,
+                                                     (n_groups, n_r))
+    radius = np.exp2(RADIUS_EXPONENTS[np.argmax(noisy, axis=1)] / 4.0) * pair_factor(1)
+
+    # 4. locate: BasicFilter with |a − b| <= r, noisy core size, core average on a grid
+    friends = friend_counts_1d(sv, sg, soff[:-1], soff[1:], radius)
+    num, den = keep_probabilities(friends, alpha=0, sizes=m_sub[sg])
+    core = draws.bernoulli("filter", num, den, sg)
+    m_core = np.bincount(sg[core], minlength=n_groups)
+    m_hat = m_core + draws.dlap("core_count", 1 / plan.eps_core_count, n_groups)
+    m_low = m_hat - plan.core_count_shift
+    ok = live & (m_low >= M_MIN)
+    ml = np.maximum(m_low, 1).astype(np.float64)
+    eps_cm = plan.eps_core_mean
+    sens_m = 2.0 * radius / ml * _SAFETY
+    e_c = _grid_exponent(np.minimum(sens_m / _float_down(eps_cm), sens_m))
+    g_c = np.ldexp(1.0, e_c)
+    e_t = np.frexp(2.0 * radius)[1] - TERM_BITS  # term grid 2^e_t, 2r < 2^(e_t + TERM_BITS)
+    cidx = np.flatnonzero(core)
+    cg = sg[cidx]
+    first = np.searchsorted(cg, np.arange(n_groups))
+    has = m_core > 0
+    anchor = np.zeros(n_groups)
+    anchor[has] = sv[cidx[first[has]]]  # the least core value of the group
+    y = sv[cidx] - anchor[cg]  # |y| <= 2r: core values are pairwise within 2r
+    terms = np.rint(np.ldexp(y, -e_t[cg])).astype(np.int64)
+    tsum = _exact_group_sums(terms, _segments(cg, n_groups))
+    big = np.abs(anchor) >= np.ldexp(1.0, e_c + 53)  # anchor already a multiple of g
+    f = np.where(big, 0.0, np.ldexp(anchor, -e_c))
+    ka = np.rint(f)
+    frac = f - ka
+    a_grid = np.where(big, anchor, np.ldexp(ka, e_c))
+    v = np.ldexp(tsum.astype(np.float64), e_t - e_c) / np.maximum(m_core, 1)
+    k_off = np.where(has, np.rint(frac + v), 0.0).astype(np.int64)
+    spread_g = 2.0 * radius / g_c
+    lam = 0.5 + (_U * 2.0 * radius + np.ldexp(0.5, e_t)) / g_c + 5 * _U * (spread_g + 1.0)
+    sens_cg = _quantize_up((spread_g / ml + 2.0 * lam) * _SAFETY + 2.0**-20)
+    sens_cg = np.where(ok, sens_cg, 1)
+    z_c = draws.dlap_scaled("core_mean", sens_cg, eps_cm)
+    center = _finite(a_grid + np.ldexp((k_off + z_c).astype(np.float64), e_c))
+    center = np.where(ok, center, 0.0)
+    t_c = sens_cg.astype(np.float64) / float(eps_cm) * g_c  # Laplace scale (data units)
+    bound = t_c * (math.sqrt(2.0) + 2.0 * math.log(1.0 / BETA_LOCATE))
+
+    # 5. estimate: clipping radius from the noisy histogram of |x − ĉ|/U, then the clipped sum
+    upper = _grid_up(np.where(ok, radius + bound, 1.0))
+    a_top = np.maximum(0, np.ceil(np.log2(TOP_FACTOR * np.sqrt(n_pos)))).astype(np.int64)
+    top_level = 4 * int(a_top.max(initial=0))
+    width = 2 * a_top + QUANTILE_GRID + 1  # edges per group: U·2^{k/2}, k = 2A … 1; U·2^{−j/4}
+    j_max = int(width.max(initial=1))
+    dev = x - center[grp]  # may be ±inf for far rows: clipped below, top bin here
+    u = np.abs(dev) * (1.0 / upper)[grp]
+    lvl = grid_levels(u * u)  # level <= k iff fl(u)² <= 2^{k/2}, i.e. about u <= 2^{k/4}
+    nb = top_level - _LEVEL_LOW + 3
+    lb = np.minimum(np.maximum(lvl, _LEVEL_LOW - 1), top_level + 1) - (_LEVEL_LOW - 1)
+    hist = np.bincount(grp * nb + lb, minlength=n_groups * nb).reshape(n_groups, nb)
+    suffix = np.cumsum(hist[:, ::-1], axis=1)[:, ::-1]  # suffix[g, i] = #{bin >= i}
+    jj = np.arange(j_max)[None, :]
+    two_a = 2 * a_top[:, None]
+    edge_level = np.where(jj <= two_a, 4 * a_top[:, None] - 2 * jj, two_a - jj)
+    valid = jj < width[:, None]
+    col = np.clip(edge_level + 1 - (_LEVEL_LOW - 1), 0, nb - 1)
+    true_tails = np.take_along_axis(suffix, col, axis=1)
+    z_q = draws.dlap("quantile", 1 / plan.eps_quantile, (n_groups, j_max))
+    tails = (true_tails + np.cumsum(z_q, axis=1)).astype(np.float64)
+    sd = tail_sds(plan.eps_quantile, j_max)
+    tau_cap = tail_target(plan, plan.eps_sum, 1, 2**62)
+    tau = np.minimum(tau_cap, np.maximum(1.0, n_pos / 2.0))
+    j_sel, _robust = tail_rule(tails, sd, tau, n_pos, valid, GROUP_TAIL_SD)
+    level_sel = np.take_along_axis(edge_level, j_sel[:, None], axis=1)[:, 0]
+    clip_r = np.where(ok, upper * np.exp2(level_sel / 4.0), 1.0)
+    outside = np.take_along_axis(tails, j_sel[:, None], axis=1)[:, 0]
+
+    eps_sum = plan.eps_sum
+    total, sens_sg, e_s, e_g = _noisy_clipped_sums(dev, grp, off, clip_r, ok, eps_sum, draws)
+    g_s = np.ldexp(1.0, e_g)
+    mean = _finite(center + total / n_pos)
+
+    # the noise-only interval (docs/proofs/mean.md §8, per group)
+    t_q = np.zeros(n_groups)
+    for s in np.unique(sens_sg):
+        sel = sens_sg == s
+        t_q[sel] = _dlap_two_sided(float(Fraction(int(s)) / eps_sum), 0.9 * BETA)
+    k_c = _dlap_two_sided(float(1 / plan.eps_count), 0.1 * BETA)
+    half = noise_half_width(mean, center, clip_r, n_pos, t_q * g_s, k_c,
+                            np.ldexp(0.5, e_s) + 8.0 * _U * clip_r, g_s)
+    reason = np.full(n_groups, None, dtype=object)
+    reason[~ok] = (f"group too small for the unbounded mean at this ε: noisy core size below "
+                   f"{fp.need} (the locate step needs about {fp.need} agreeing rows)")
+    reason[~live] = ("group too small for the unbounded mean at this ε: noisy count n̂ < 1")
+    return MetricResult(
+        value=np.where(ok, mean, nan),
+        low=np.where(ok, _finite(mean - half), nan),
+        high=np.where(ok, _finite(mean + half), nan),
+        ok=ok,
+        reason=reason,
+        epsilon=_float_up(fp.epsilon),
+        delta=_float_up(fp.delta),
+        extra={"n_hat": n_hat.astype(np.float64),
+               "clip_radius": np.where(ok, clip_r, nan),
+               "center": np.where(ok, center, nan),
+               "radius": np.where(live, radius, nan),
+               "outside": np.where(ok, outside, nan),
+               "m_hat": np.where(live, m_hat.astype(np.float64), nan)},
+    )
