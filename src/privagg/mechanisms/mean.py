@@ -615,7 +615,9 @@ def private_mean(
         Real numbers. Rows with a NaN or infinite entry are dropped (data, not errors); in a
         list (or object array) an entry that is not a real number (a string, None) counts as
         missing and one beyond the float range (``10**400``) as infinite, so their rows are
-        dropped too, as in a CSV file.
+        dropped too, as in a CSV file. Or a Spark DataFrame (``pip install 'privagg[spark]'``)
+        with ``columns``: counted, sampled, clipped and summed in Spark, the same release
+        (:mod:`privagg.engines.spark_points`; ``units`` is not yet supported there).
     epsilon : float
         ε in [2⁻¹⁰⁰, ∞) (end to end; below 2⁻¹⁰⁰ ≈ 7.9e-31: ParameterError). Any larger ε works; one FriendlyCore step uses at most ε' = 64
         (:data:`FRIENDLY_EPS_MAX`), the sums get the rest.
@@ -648,6 +650,8 @@ def private_mean(
     max_rows_per_unit : int
         k >= 1 (only with ``units``): a unit's vector is the average of k of its rows sampled
         uniformly without replacement (all rows if fewer); 1 (default): one sampled row.
+    columns : list of str, optional
+        With a Spark DataFrame only: its numeric columns to use (default: every column).
 
     Returns
     -------
