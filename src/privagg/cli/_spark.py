@@ -19,7 +19,7 @@ from .. import _validate
 from ..errors import ParameterError
 from . import _guard
 
-__all__ = ["parse_conf", "spark_histogram"]
+__all__ = ["parse_conf", "spark_frame", "spark_histogram", "spark_mean"]
 
 _CSV_SUFFIXES = {".csv", ".tsv", ".txt", ".gz", ".zst"}
 
@@ -36,14 +36,14 @@ def parse_conf(where: str, items: tuple[str, ...]) -> dict[str, str]:
     return conf
 
 
-def _check_path(file: Path) -> str:
+def _check_path(file: Path, where: str = "histogram") -> str:
     text = str(file)
     if "://" not in text:
         if not file.exists():
-            raise ParameterError(f"histogram: parameter 'file' must be an existing Parquet file or directory of "
+            raise ParameterError(f"{where}: parameter 'file' must be an existing Parquet file or directory of "
                                  f"Parquet files (or a URI Spark can read); got {text!r}.")
         if file.is_file() and file.suffix.lower() in _CSV_SUFFIXES:
-            raise ParameterError(f"histogram: parameter 'file' must be Parquet with --engine spark (CSV files are "
+            raise ParameterError(f"{where}: parameter 'file' must be Parquet with --engine spark (CSV files are "
                                  f"read by --engine duckdb); got {text!r}.")
     return text
 
@@ -64,6 +64,52 @@ def _domain_lines(path: Path, column: str, where: str) -> list[str]:
     return lines
 
 
+def spark_frame(stack: ExitStack, file: Path, where: str, master: str | None, conf: dict[str, str]) -> Any:
+    """The Parquet FILE as a Spark DataFrame (schema read): the path checked, Spark started
+    (``master``, default ``local[*]``; stopped by ``stack`` unless a session was already active)."""
+    from ..engines import spark as se
+
+    path = _check_path(file, where)
+    if master is not None and (not master.strip() or any(ch.isspace() for ch in master)):
+        raise _validate.fail(where, "spark-master", "a Spark master URL such as local[*] or spark://host:7077",
+                             master)
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise ParameterError(f"{where}: --engine spark needs pyspark: pip install 'privagg[spark]'") from None
+    existing = SparkSession.getActiveSession()
+    try:
+        spark = se.spark_session(master or "local[*]", conf)
+    except Exception:  # Java missing, bad master or config: Spark's message is not ours to show
+        raise _validate.fail(where, "spark-master", "a Spark master that can be started (is Java 17 "
+                             "installed? are the --spark-conf settings valid?)", master or "local[*]") from None
+    if existing is None:
+        stack.callback(spark.stop)
+    try:
+        frame = spark.read.parquet(path)
+        frame.schema  # noqa: B018 - the schema is read here, before anything is charged
+    except Exception:
+        raise ParameterError(f"{where}: parameter 'file' must be a Parquet file or directory Spark can "
+                             f"read (it could not be read as one); got {path!r}.") from None
+    return frame
+
+
+def spark_mean(stack: ExitStack, file: Path, cols: list[str], *, ledger: Path | None, master: str | None,
+               conf: dict[str, str], **params: Any) -> Any:
+    """The release of ``privagg mean FILE --engine spark``: Spark started, the schema and the
+    columns checked (numeric Spark types), the ledger opened, then :func:`privagg.private_mean` on
+    the DataFrame (the finite rows counted before the charge; noise from the CSPRNG)."""
+    from ..accounting import Ledger
+    from ..engines import spark_points
+    from ..mechanisms.mean import private_mean
+
+    frame = spark_frame(stack, file, "private_mean", master, conf)
+    spark_points.describe_columns(frame, cols, where="private_mean")
+    opened = None if ledger is None else stack.enter_context(Ledger(ledger))
+    charged = _guard.charging(opened, command="mean", file=str(file), columns=cols, engine="spark")
+    return private_mean(frame, columns=cols, rng=None, ledger=charged, **params)
+
+
 def spark_histogram(
     stack: ExitStack, file: Path, column: str, *, mechanism: str, epsilon: float, delta: float | None,
     neighbors: str, threshold: str | None, domain: Path | None, ledger: Path | None, master: str | None,
@@ -77,28 +123,7 @@ def spark_histogram(
     from ..accounting import Ledger
     from ..engines import spark as se
 
-    path = _check_path(file)
-    if master is not None and (not master.strip() or any(ch.isspace() for ch in master)):
-        raise _validate.fail("histogram", "spark-master", "a Spark master URL such as local[*] or spark://host:7077",
-                             master)
-    try:
-        from pyspark.sql import SparkSession
-    except ImportError:
-        raise ParameterError("histogram: --engine spark needs pyspark: pip install 'privagg[spark]'") from None
-    existing = SparkSession.getActiveSession()
-    try:
-        spark = se.spark_session(master or "local[*]", conf)
-    except Exception:  # Java missing, bad master or config: Spark's message is not ours to show
-        raise _validate.fail("histogram", "spark-master", "a Spark master that can be started (is Java 17 "
-                             "installed? are the --spark-conf settings valid?)", master or "local[*]") from None
-    if existing is None:
-        stack.callback(spark.stop)
-    try:
-        frame = spark.read.parquet(path)
-        frame.schema  # noqa: B018 - the schema is read here, before anything is charged
-    except Exception:
-        raise ParameterError(f"histogram: parameter 'file' must be a Parquet file or directory Spark can "
-                             f"read (it could not be read as one); got {path!r}.") from None
+    frame = spark_frame(stack, file, "histogram", master, conf)
     info = se.describe_column(frame, column, where="histogram")
     user: dict[str, Any] = {}
     if privacy_unit is not None:

@@ -24,7 +24,8 @@ from . import _guard
 from ._params import columns_option, csv_dialect, csv_options, number_option, radius_option
 from ._plot2d import check_plot, plot_released
 from ._render import dumps, visible
-from ._units import read_points, unit_fields, unit_options
+from . import _spark
+from ._units import _max_rows, read_points, unit_fields, unit_options
 
 __all__ = ["mean"]
 
@@ -47,6 +48,11 @@ CI_BETA = 0.05
 @click.option("--ledger", type=click.Path(dir_okay=False, path_type=Path), help="Charge this privacy ledger.")
 @unit_options
 @csv_dialect
+@click.option("--engine", default="duckdb", show_default=True, metavar="duckdb|spark",
+              help="Where the rows are read, clipped and summed: DuckDB (embedded) or Spark (pip install "
+                   "'privagg[spark]'; Parquet).")
+@click.option("--spark-master", metavar="URL", help="Spark master with --engine spark [default: local[*]].")
+@click.option("--spark-conf", multiple=True, metavar="KEY=VALUE", help="A Spark setting (repeatable).")
 def mean(
     file: Path,
     columns: str,
@@ -62,6 +68,9 @@ def mean(
     delimiter: str,
     encoding: str,
     quote: str,
+    engine: str,
+    spark_master: str | None,
+    spark_conf: tuple[str, ...],
 ) -> None:
     """A differentially private mean of the COLUMNS of FILE (CSV with a header row, or Parquet).
 
@@ -79,6 +88,21 @@ def mean(
     _validate.check_choice(WHERE, "calibration", calibration, CALIBRATIONS)
     if plot is not None:
         plot = check_plot(WHERE, plot, len(cols))
+    _validate.check_choice(WHERE, "engine", engine, ("duckdb", "spark"))
+    if engine != "spark" and (spark_master is not None or spark_conf):
+        raise _validate.fail(WHERE, "spark-master" if spark_master is not None else "spark-conf",
+                             "given with --engine spark only", spark_master or spark_conf[0])
+    conf = _spark.parse_conf(WHERE, spark_conf)
+    if engine == "spark":
+        if privacy_unit is not None:
+            raise _validate.fail(WHERE, "privacy-unit", "absent with --engine spark (user-level means are not yet "
+                                 "computed in Spark; use --engine duckdb)", privacy_unit)
+        _max_rows(WHERE, None, max_rows_per_unit)
+        with ExitStack() as stack:
+            release = _spark.spark_mean(stack, file, cols, ledger=ledger, master=spark_master, conf=conf,
+                                        epsilon=eps, delta=dlt, radius=r, calibration=calibration)
+        _show(file, cols, release, r, as_json, plot, None, 1)
+        return
     points, rng, k_rows = read_points(WHERE, file, cols, privacy_unit, max_rows_per_unit, csv)
     with ExitStack() as stack:
         opened = None if ledger is None else stack.enter_context(Ledger(ledger))
@@ -86,6 +110,11 @@ def mean(
                                   **({} if privacy_unit is None else unit_fields(privacy_unit, k_rows)))
         release = private_mean(points, epsilon=eps, delta=dlt, radius=r, calibration=calibration,
                                rng=rng, ledger=charged)
+    _show(file, cols, release, r, as_json, plot, privacy_unit, k_rows)
+
+
+def _show(file: Path, cols: list[str], release: Any, r: float | None, as_json: bool, plot: Path | None,
+          privacy_unit: str | None, k_rows: int) -> None:
     intervals = release.confidence_intervals(CI_BETA)
     payload = {
         "ok": bool(release.ok),

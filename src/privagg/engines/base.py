@@ -13,6 +13,13 @@ adds a third implementation of the same methods.
   (input of the private choice of ℓ0, ``max_keys_per_unit="auto"``).
 - :meth:`Engine.clamp_sum` — Σ clamp(value, lower, upper) over rows (building block of means).
 
+Means read numeric rows through the smaller :class:`PointSource` seam (the finite rows of d
+numeric columns): their count, a Poisson subsample collected to the driver, exact clipped
+integer sums, a histogram of distances and the per-column scale counts. Implemented in memory
+(:class:`privagg.mechanisms.mean.ArrayPoints`: arrays, and CSV/Parquet files read by DuckDB)
+and in Spark (:class:`privagg.engines.spark_points.SparkPoints`); every calibration, threshold
+and accounting step stays in :mod:`privagg.mechanisms.mean`.
+
 Bounding rule (identical in every engine, docs/proofs/histograms.md §7). Each (unit, key) pair
 present in the data gets the priority
 
@@ -41,7 +48,7 @@ import numpy as np
 
 from .counting import KeyCounts
 
-__all__ = ["Bounding", "BoundedCounts", "Engine", "draw_secret", "PRIORITY_SQL"]
+__all__ = ["Bounding", "BoundedCounts", "Engine", "PointSource", "draw_secret", "PRIORITY_SQL"]
 
 #: The priority of a (unit, key) pair, in DuckDB SQL ($secret is a UBIGINT parameter).
 PRIORITY_SQL = "hash(hash($secret::UBIGINT, hash({unit}), hash({key})))"
@@ -129,3 +136,44 @@ class Engine(ABC):
     @abstractmethod
     def clamp_sum(self, lower: float, upper: float) -> float:
         """Σ over rows of the key column's values clamped to [lower, upper] (numeric columns)."""
+
+
+class PointSource(ABC):
+    """The finite rows (n, d) of numeric data where they live, as :func:`privagg.private_mean`
+    reads them. ``d`` is public; every result is private except where the mechanism releases a
+    noisy function of it. Each method is a deterministic function of the rows (and of its public
+    arguments), except :meth:`poisson_sample`; implementations must return the same integers for
+    the same rows (the exact arithmetic is :mod:`privagg.mechanisms.mean`'s)."""
+
+    #: Short name for messages ("numpy", "spark").
+    name: str = "points"
+    #: Number of columns (public).
+    d: int
+
+    @abstractmethod
+    def count(self) -> int:
+        """n: the number of finite rows (private)."""
+
+    @abstractmethod
+    def scale_counts(self, keys: np.ndarray) -> np.ndarray:
+        """:func:`~privagg.mechanisms.mean.scale_counts` over the rows in the random order keyed
+        by ``keys`` (:func:`~privagg.mechanisms.mean.row_keys`): int64 of shape (d, K)."""
+
+    @abstractmethod
+    def scaled(self, exponents: np.ndarray) -> PointSource:
+        """The source of the rows ``x_j·2^(−exponents_j)`` (clamped into the float range)."""
+
+    @abstractmethod
+    def poisson_sample(self, rate: float, gen: np.random.Generator) -> np.ndarray:
+        """Each row independently with probability ``rate`` (public), as a float64 (m, d) array
+        on the driver. ``gen``: the release's generator (an engine may draw in its tasks instead,
+        from streams of the same law)."""
+
+    @abstractmethod
+    def clipped_integer_sum(self, center: np.ndarray, radius: float, exponent: int) -> np.ndarray:
+        """:func:`~privagg.mechanisms.mean._clipped_integer_sum` over all rows, exactly: an object
+        array of d Python integers (never a wrapped machine integer)."""
+
+    @abstractmethod
+    def distance_bins(self, center: np.ndarray, edges: np.ndarray) -> np.ndarray:
+        """:func:`~privagg.mechanisms.mean._distance_bins` over all rows: int64 of len(edges) + 1."""

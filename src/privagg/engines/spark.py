@@ -79,7 +79,8 @@ Sums. :meth:`SparkEngine.clamp_sum` (floating point, as DuckDB's) and
 :meth:`SparkEngine.clamp_sum_grid`: the exact sum of the clipped values' grid integers
 (``rint(clip(x)/2^e)``) as a DECIMAL(38, 0) aggregate — exact, never a wrapped long.
 
-Not yet: means and k-means on Spark (``clamp_sum_grid`` is their building block).
+Means: :mod:`privagg.engines.spark_points` (the numeric rows of a DataFrame as the mean's
+:class:`~privagg.engines.base.PointSource`). Not yet: k-means on Spark.
 """
 
 from __future__ import annotations

@@ -644,7 +644,12 @@ def private_kmeans(
     >>> rel.ok, rel.strategy, bool(np.abs(rel.centers - truth[np.lexsort(truth.T[::-1])]).max() < 1.0)
     (True, 'coreset', True)
     """
+    from ..engines.spark import is_spark_dataframe
     from ..engines.unit_rows import bound_points  # user level: one vector per unit
+
+    if is_spark_dataframe(points):  # before any Spark job: the Spark engine has no k-means yet
+        raise fail("private_kmeans", "points", "an array or a table in memory (private_kmeans does not yet run "
+                   "in Spark; private_mean does)", "<a Spark DataFrame>")
 
     points, rng = bound_points("private_kmeans", points, units, max_rows_per_unit, rng)
     return _private_kmeans(points, k, epsilon, delta, radius, rng, ledger, parts, n_init, strategy)

@@ -82,6 +82,7 @@ from ..noise.samplers import discrete_laplace
 from ..friendlycore.conversion import end_to_end_budget, friendly_budget
 from ..friendlycore.filter import alpha_fraction, core_mask
 from ..friendlycore.predicates import ball
+from ..engines.base import PointSource
 
 __all__ = ["CALIBRATIONS", "MeanPlan", "MeanRelease", "estimate_schedule", "mean_plan", "mean_privacy_loss",
            "private_mean", "rho_for"]
@@ -609,6 +610,7 @@ def private_mean(
     m_locate: int = M_LOCATE,
     units: Any = None,
     max_rows_per_unit: int = 1,
+    columns: Any = None,
 ) -> MeanRelease:
     """Differentially private mean of points in ℝ^d, with no prior bound on where they lie.
 
@@ -622,7 +624,9 @@ def private_mean(
         Real numbers. Rows with a NaN or infinite entry are dropped (data, not errors); in a
         list (or object array) an entry that is not a real number (a string, None) counts as
         missing and one beyond the float range (``10**400``) as infinite, so their rows are
-        dropped too, as in a CSV file.
+        dropped too, as in a CSV file. Or a Spark DataFrame (``pip install 'privagg[spark]'``)
+        with ``columns``: counted, sampled, clipped and summed in Spark, the same release
+        (:mod:`privagg.engines.spark_points`; ``units`` is not yet supported there).
     epsilon : float
         ε in [2⁻¹⁰⁰, ∞) (end to end; below 2⁻¹⁰⁰ ≈ 7.9e-31: ParameterError). Any larger ε works; one FriendlyCore step uses at most ε' = 64
         (:data:`FRIENDLY_EPS_MAX`), the sums get the rest.
@@ -655,6 +659,8 @@ def private_mean(
     max_rows_per_unit : int
         k >= 1 (only with ``units``): a unit's vector is the average of k of its rows sampled
         uniformly without replacement (all rows if fewer); 1 (default): one sampled row.
+    columns : list of str, optional
+        With a Spark DataFrame only: its numeric columns to use (default: every column).
 
     Returns
     -------
@@ -686,24 +692,83 @@ def private_mean(
     >>> rel.ok, bool(np.abs(rel.mean - 100.0).max() < 0.5)
     (True, True)
     """
+    from ..engines.spark import is_spark_dataframe
+
+    if is_spark_dataframe(points):  # the Spark engine (privagg[spark]): the same core, below
+        from ..engines import spark_points
+
+        check = functools.partial(_check_mean_parameters, epsilon, delta, radius, alpha, calibration, m_locate)
+        with spark_points.points_of("private_mean", points, columns, units, max_rows_per_unit, rng,
+                                    check) as (source, gen, secure):
+            return _private_mean(source, epsilon, delta, radius, alpha, (gen, secure), calibration, ledger,
+                                 m_locate)
+    if columns is not None:
+        raise fail("private_mean", "columns", "None unless points is a Spark DataFrame (choose the columns of an "
+                   "array by indexing it)", columns)
     from ..engines.unit_rows import bound_points  # user level: one vector per unit
 
     points, rng = bound_points("private_mean", points, units, max_rows_per_unit, rng)
-    return _private_mean(points, epsilon, delta, radius, alpha, rng, calibration, ledger, m_locate)
+    return _private_mean(ArrayPoints(_check_points("private_mean", points)), epsilon, delta, radius, alpha,
+                         rng, calibration, ledger, m_locate)
+
+
+def _check_mean_parameters(epsilon: Any, delta: Any, radius: Any, alpha: Any, calibration: str,
+                           m_locate: Any) -> None:
+    """Every parameter check of :func:`_private_mean` that needs no data (for engines that must
+    check them before their first job)."""
+    where = "private_mean"
+    r = _check_radius(where, radius)
+    _check_m_locate(where, m_locate)
+    mean_plan(epsilon, delta, calibration=calibration, alpha=alpha, select_radius=r is None, where=where)
+
+
+class ArrayPoints(PointSource):
+    """In memory: the finite float64 rows ``x`` (n, d) (arrays, and files read by DuckDB)."""
+
+    name = "numpy"
+
+    def __init__(self, x: np.ndarray) -> None:
+        self.x = x
+        self.d = int(x.shape[1])
+
+    def count(self) -> int:
+        return int(self.x.shape[0])
+
+    def scale_counts(self, keys: np.ndarray) -> np.ndarray:
+        return scale_counts(self.x, _keyed_row_order(self.x, keys))
+
+    def scaled(self, exponents: np.ndarray) -> ArrayPoints:
+        return ArrayPoints(_finite(np.ldexp(self.x, -exponents)))
+
+    def poisson_sample(self, rate: float, gen: np.random.Generator) -> np.ndarray:
+        return self.x[gen.random(self.x.shape[0]) < rate]
+
+    def clipped_integer_sum(self, center: np.ndarray, radius: float, exponent: int) -> np.ndarray:
+        return _clipped_integer_sum(self.x, center, radius, exponent)
+
+    def distance_bins(self, center: np.ndarray, edges: np.ndarray) -> np.ndarray:
+        return _distance_bins(self.x, center, edges)
+
+
+def _source(x: Any) -> PointSource:
+    return x if isinstance(x, PointSource) else ArrayPoints(x)
 
 
 @quiet_numerics
-def _private_mean(points: Any, epsilon: Any, delta: Any, radius: Any, alpha: Any, rng: Any,
+def _private_mean(source: PointSource, epsilon: Any, delta: Any, radius: Any, alpha: Any, rng: Any,
                   calibration: str, ledger: Any, m_locate: Any) -> MeanRelease:
+    """The mechanism on a :class:`~privagg.engines.base.PointSource` (finite rows); ``rng`` is an
+    ``rng`` argument or an engine's resolved ``(generator, secure)`` pair."""
     where = "private_mean"
-    x = _check_points(where, points)
     r = _check_radius(where, radius)
     m_loc = _check_m_locate(where, m_locate)
     plan = mean_plan(epsilon, delta, calibration=calibration, alpha=alpha,
                      select_radius=r is None, where=where)
-    gen, secure = resolve_rng(rng, where)
+    gen, secure = rng if isinstance(rng, tuple) else resolve_rng(rng, where)
     loss = mean_privacy_loss(epsilon, delta, calibration=calibration, alpha=alpha,
                              select_radius=r is None, where=where)
+    d = source.d
+    n = source.count()  # before the charge: an engine that cannot evaluate its data charges nothing
     eps_out, delta_out = float(loss.epsilon), float(loss.delta)
 
     def bottom(used_radius: float | None, reason: str) -> MeanRelease:
@@ -712,11 +777,10 @@ def _private_mean(points: Any, epsilon: Any, delta: Any, radius: Any, alpha: Any
 
     if ledger is not None:
         ledger.charge(loss, mechanism=where, parameters={**plan.public_parameters(),
-                      "radius": r, "m_locate": m_loc, "d": int(x.shape[1])})
-    d = x.shape[1]
+                      "radius": r, "m_locate": m_loc, "d": int(d)})
     n_hat, scales = None, None
     # 1. count
-    n_hat = x.shape[0] + int(discrete_laplace(1 / plan.eps_count, rng=gen))
+    n_hat = n + int(discrete_laplace(1 / plan.eps_count, rng=gen))
     if n_hat < 1:
         return bottom(r, f"about 0 numeric rows (noisy count n̂ = {n_hat} < 1)")
     small = n_hat * _frac(epsilon) < SMALL_SAMPLE  # public: functions of the released n̂
@@ -725,13 +789,14 @@ def _private_mean(points: Any, epsilon: Any, delta: Any, radius: Any, alpha: Any
         plan = mean_plan(epsilon, delta, calibration=calibration, alpha=alpha,
                          select_radius=r is None, small=small, scale=scale, where=where)
     # 1b. per-column scales: the rest runs on x_j / s_j (exact power-of-two scaling)
-    k_scale = _column_scales(x, n_hat, plan.eps_scale / d, gen) if scale else np.zeros(d, np.int64)
+    k_scale = _column_scales(source, n_hat, plan.eps_scale / d, gen) if scale else np.zeros(d, np.int64)
     if scale:
-        x = _finite(np.ldexp(x, -k_scale))
+        source = source.scaled(k_scale)
         scales = np.ldexp(1.0, k_scale)
     # Poisson subsample of public rate (given n̂): used by radius selection and locate.
     q = min(1.0, m_loc / n_hat)
-    sub = x[gen.random(x.shape[0]) < q]
+    sub = source.poisson_sample(q, gen)
+    data = source.x if isinstance(source, ArrayPoints) else source  # the array itself in memory
     # 2. radius
     if r is None and d <= PAIR_RADIUS_DIM and n_hat * _frac(epsilon) < PAIR_RADIUS:
         r = _pair_radius(sub, min(n_hat, m_loc), plan.eps_select, gen)
@@ -755,12 +820,12 @@ def _private_mean(points: Any, epsilon: Any, delta: Any, radius: Any, alpha: Any
     *refine, last = estimate_schedule(plan, n_hat, r, bound, d)
     for part in refine:
         step_r = _grid_up(r + bound)
-        center = _finite(center + _noisy_clipped_sum(x, center, step_r, part, plan, gen) / n_hat)
+        center = _finite(center + _noisy_clipped_sum(data, center, step_r, part, plan, gen) / n_hat)
         bound = _next_bound(step_r, bound, part, plan, n_hat, d)
-    choice = _quantile_radius(x, center, _grid_up(r + bound), n_hat, plan.eps_quantile, gen,
+    choice = _quantile_radius(data, center, _grid_up(r + bound), n_hat, plan.eps_quantile, gen,
                               tail_target(plan, last, d, n_hat))
     big_r = choice.radius
-    rel = _noisy_clipped_release(x, center, big_r, last, plan, gen)
+    rel = _noisy_clipped_release(data, center, big_r, last, plan, gen)
     mean = _finite(center + rel.values / n_hat)
     h = 2.0 ** _sum_exponent(big_r)
     noise = ("gaussian" if plan.gaussian else "laplace", float(rel.noise_grid), rel.step,
@@ -777,17 +842,19 @@ def _row_order(x: np.ndarray, gen: np.random.Generator) -> np.ndarray:
     randomness: rows sorted by a keyed 64-bit hash of their bits (key drawn from ``gen``), ties
     by the bits themselves. Adding a row inserts it at one place of the others' order; equal
     rows are interchangeable."""
-    d = x.shape[1]
-    bits = np.ascontiguousarray(x).view(np.uint64)
-    h = row_hash(bits, gen.integers(0, 2**63, size=(2, d), dtype=np.uint64) * np.uint64(2)
-                 + np.uint64(1))
-    return np.lexsort([bits[:, j] for j in range(d - 1, -1, -1)] + [h])
+    return _keyed_row_order(x, row_keys(x.shape[1], gen))
 
 
-def row_hash(bits: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """The keyed 64-bit hash of :func:`_row_order`: ``bits`` (n, d) uint64 (a row's float
-    bits), ``keys`` (2, d) odd uint64 (public randomness). A function of each row alone."""
-    n, d = bits.shape
+def row_keys(d: int, gen: np.random.Generator) -> np.ndarray:
+    """The (2, d) odd 64-bit keys of :func:`_row_order`'s hash, drawn from ``gen``."""
+    return gen.integers(0, 2**63, size=(2, d), dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+
+
+def row_hash(x: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """The keyed 64-bit hash (uint64) of each row's bits: a function of the row and the keys.
+    ``x``: (n, d) float64 rows, or their bits already viewed as uint64."""
+    n, d = x.shape
+    bits = x if x.dtype == np.uint64 else np.ascontiguousarray(x).view(np.uint64)
     h = np.zeros(n, dtype=np.uint64)
     with np.errstate(over="ignore"):
         for j in range(d):  # over columns (d), not rows
@@ -798,18 +865,30 @@ def row_hash(bits: np.ndarray, keys: np.ndarray) -> np.ndarray:
     return h
 
 
+def _keyed_row_order(x: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Rows sorted by :func:`row_hash`, ties by the bits of columns 0, 1, … (as unsigned)."""
+    d = x.shape[1]
+    bits = np.ascontiguousarray(x).view(np.uint64)
+    return np.lexsort([bits[:, j] for j in range(d - 1, -1, -1)] + [row_hash(x, keys)])
+
+
 def scale_counts(x: np.ndarray, order: np.ndarray) -> np.ndarray:
     """``C[j, k] = #{i : |x_{o(i+1), j} − x_{o(i), j}| <= 2^{SCALE_EXPONENTS[k]}}`` over the
     ``n − 1`` consecutive pairs of the row order ``o`` (exact comparison via
     :func:`~privagg.friendlycore.radius.grid_levels`). Adding a row removes one pair and adds
     two: every count moves by at most 2 (docs/proofs/mean.md §2b)."""
+    return sorted_scale_counts(x[order])
+
+
+def sorted_scale_counts(xs: np.ndarray) -> np.ndarray:
+    """:func:`scale_counts` of rows already in their order (the pairs ``xs[i], xs[i+1]``): a sum
+    over pairs, so the counts of consecutive runs of the order add up (plus their boundary pairs)."""
     from ..friendlycore.radius import grid_levels
 
-    n, d = x.shape
+    n, d = xs.shape
     out = np.zeros((d, SCALE_EXPONENTS.size), dtype=np.int64)
     if n < 2:
         return out
-    xs = x[order]
     with np.errstate(over="ignore", invalid="ignore"):
         diff = np.ascontiguousarray(np.abs(xs[1:] - xs[:-1]).T)  # (d, n − 1), may be inf
     for j in range(d):  # over columns
@@ -818,13 +897,13 @@ def scale_counts(x: np.ndarray, order: np.ndarray) -> np.ndarray:
     return out
 
 
-def _column_scales(x: np.ndarray, n_hat: int, eps_col: Fraction,
+def _column_scales(source: Any, n_hat: int, eps_col: Fraction,
                    gen: np.random.Generator) -> np.ndarray:
     """Per column, the exponent ``k`` of the power-of-two scale ``2^k`` nearest (in rank) to the
     median of the absolute differences of consecutive rows in a random order (about 0.95σ for
     Gaussian data): report-noisy-max of ``u_k = −|C_k − ⌊(n̂ − 1)/2⌋|`` (sensitivity 2) with
     discrete Laplace noise of scale ``4/eps_col``, ``eps_col``-DP per column."""
-    counts = scale_counts(x, _row_order(x, gen))
+    counts = _source(source).scale_counts(row_keys(_source(source).d, gen))
     utility = -np.abs(counts - (n_hat - 1) // 2)
     noisy = utility + discrete_laplace(4 / eps_col, size=utility.shape, rng=gen)
     return SCALE_EXPONENTS[np.argmax(noisy, axis=1)].astype(np.int64)
@@ -930,7 +1009,7 @@ def _noisy_clipped_release(x: np.ndarray, center: np.ndarray, big_r: float, part
     (discrete Laplace). The sum is exact up to one final rounding (:func:`_clipped_sum`), so in
     grid units one row moves it by at most ``(R + √d·h/2)/g + 2·SUM_ROUNDING·√d`` (ℓ2) or
     ``(√d·R + d·h/2)/g + 2·SUM_ROUNDING·d`` (ℓ1); the grid exponent is chosen as before."""
-    d = x.shape[1]
+    d = _source(x).d
     total = _clipped_sum(x, center, big_r)
     h = Fraction(2) ** _sum_exponent(big_r)
     root_d = _sqrt_up(d)
@@ -1030,7 +1109,7 @@ def _quantile_radius(x: np.ndarray, center: np.ndarray, upper: float, n_hat: int
       ``TAIL_SD = 2``), the robust rule instead of the top edge.
     """
     edges = clip_edges(upper, n_hat)
-    noisy = _distance_bins(x, center, edges) + discrete_laplace(1 / eps_q, size=edges.size + 1,
+    noisy = _source(x).distance_bins(center, edges) + discrete_laplace(1 / eps_q, size=edges.size + 1,
                                                                  rng=gen)
     tails = np.cumsum(noisy[: edges.size]).astype(np.float64)  # tails[j] ≈ #{u > e_j}
     sd = tail_sds(eps_q, edges.size)
@@ -1130,7 +1209,7 @@ def _clipped_sum(x: np.ndarray, center: np.ndarray, big_r: float) -> np.ndarray:
     error ``<= 2⁻⁵²``; ``±inf`` only beyond the float range). Adding a row adds one rounded term,
     of ℓ2 norm ``<= R + √d·h/2``."""
     e = _sum_exponent(big_r)
-    exact = _clipped_integer_sum(x, center, big_r, e)
+    exact = _source(x).clipped_integer_sum(center, big_r, e)
     with np.errstate(over="ignore"):
         return np.ldexp(exact.astype(np.float64), e)
 

@@ -1,0 +1,360 @@
+"""Spark engine for means (``pip install 'privagg[spark]'``): the numeric rows of a Spark DataFrame
+as a :class:`~privagg.engines.base.PointSource` for :func:`privagg.private_mean`.
+
+The mechanism is :mod:`privagg.mechanisms.mean`'s, unchanged: every calibration, threshold and
+accounting step (the noisy count, radius selection, FriendlyCore locate, the refinement and final
+sums, the clipping radius) runs on the driver, in the local code. Spark only counts, samples,
+clips and sums:
+
+* **Rows.** ``data.select(CAST(col AS DOUBLE) …)`` for ``columns`` (default: every column; each
+  of a numeric Spark type — byte, short, int, long, float, double, decimal — else an error naming
+  the column and its type, which are schema), rows with a NULL, NaN or infinite entry dropped
+  (the mechanism's declared policy), persisted on the executors (memory, then disk) and counted:
+  job 1, **before the ledger is charged** (a DataFrame that Spark cannot evaluate charges nothing).
+* **Sums and histograms: exact, the local arithmetic.** Each task applies the local functions
+  (:func:`~privagg.mechanisms.mean._clipped_integer_sum`, :func:`~privagg.mechanisms.mean._distance_bins`)
+  to its Arrow batches (``mapInArrow``) and returns one row of partial results; Spark adds them
+  (``SUM`` over DECIMAL(38, 0) for the clipped integer sums: exact, never a wrapped long; each
+  term is at most ``2^SUM_BITS + √d/2`` in grid units, so any n < 10²⁶ rows fits). The per-row
+  float arithmetic is numpy's, so Spark, numpy and DuckDB (which reads files into numpy) give the
+  same integers for the same rows; only the totals reach the driver.
+* **Per-column scales** (when the mechanism runs that step): the rows' keyed hash (keys drawn on
+  the driver, :func:`~privagg.mechanisms.mean.row_keys`) computed in the tasks, a global
+  ``orderBy`` on (hash, bits of each column) — exactly the local order — and per sorted partition
+  the local :func:`~privagg.mechanisms.mean.sorted_scale_counts` of its consecutive pairs; the
+  driver adds the counts and the P − 1 pairs across partition boundaries, for which it receives
+  the first and last row of each sorted partition (at most 2·P rows, P the number of shuffle
+  partitions).
+* **Locate subsample.** Poisson at the public rate ``q = min(1, m_locate/n̂)``: each task keeps
+  each row with probability q, drawing from its own generator (fresh OS entropy, or in seeded
+  mode the partition's child of the seed: :class:`~privagg.engines.spark.TaskRandomness`; the
+  stage is marked non-deterministic) — the same law as the local ``gen.random(n) < q``; the kept
+  rows (about ``m_locate``, thousands) are collected to the driver once.
+
+What the driver sees: n, the totals above, the subsample and the partition-boundary rows of the
+scale step (as the local engines, the driver is trusted with the subsample). Executors see their
+rows, the released centers and radii, and the hash keys. Errors name only the schema and the
+Spark configuration, never a value (Spark's messages are not shown).
+
+Not yet on Spark: ``units=`` (user-level means) and :func:`privagg.private_kmeans`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from .._validate import fail
+from .base import PointSource
+from .spark import (
+    TaskRandomness,
+    _import_spark,
+    _quoted,
+    _Quiet,
+    _spark_errors,
+    _spark_failure,
+    is_spark_dataframe,
+    task_randomness,
+)
+
+__all__ = ["SparkPoints", "describe_columns", "points_of"]
+
+_NUMERIC = {"ByteType", "ShortType", "IntegerType", "LongType", "FloatType", "DoubleType", "DecimalType"}
+_FLIP = np.uint64(1 << 63)
+
+
+def describe_columns(data: Any, columns: Any, *, where: str) -> list[str]:
+    """The numeric ``columns`` of a Spark DataFrame (schema only; default: every column).
+
+    Raises
+    ------
+    ParameterError
+        Not a Spark DataFrame; ``columns`` not distinct non-empty names of the DataFrame; a
+        column of a non-numeric type (the message names the column and its type).
+    """
+    _import_spark(where)
+    if not is_spark_dataframe(data):
+        raise fail(where, "points", "a Spark DataFrame", f"<{type(data).__module__}.{type(data).__qualname__}>")
+    fields = {f.name: f.dataType for f in data.schema.fields}
+    if columns is None:
+        cols = list(fields)
+    elif isinstance(columns, str):
+        cols = [columns]
+    else:
+        try:
+            cols = list(columns)
+        except TypeError:
+            raise fail(where, "columns", "a list of column names", columns) from None
+    rule = "one or more distinct column names of the DataFrame"
+    if not cols or not all(isinstance(c, str) and c for c in cols) or len(set(cols)) != len(cols):
+        raise fail(where, "columns", rule, cols)
+    for c in cols:
+        if c not in fields:
+            names = ", ".join(repr(f) for f in list(fields)[:12])
+            if len(fields) > 12:
+                names += f", ... ({len(fields)} columns)"
+            raise fail(where, "columns", f"columns of the DataFrame ({names})", c)
+        if type(fields[c]).__name__ not in _NUMERIC:
+            raise fail(where, "columns", "numeric columns (integer, float, double or decimal)",
+                       f"{c!r} of type {fields[c].simpleString()}")
+    return cols
+
+
+def _rows(batch: Any, d: int, exponents: np.ndarray | None) -> np.ndarray:
+    """An Arrow batch of d double columns as a C-contiguous float64 (m, d) array, scaled."""
+    x = np.empty((batch.num_rows, d), dtype=np.float64)
+    for j in range(d):
+        x[:, j] = batch.column(j).to_numpy(zero_copy_only=False)
+    if exponents is not None:
+        from ..mechanisms.mean import _finite
+
+        x = _finite(np.ldexp(x, -exponents))
+    return x
+
+
+def _map(frame: Any, function: Callable[..., Any], schema: Any, *, nondeterministic: bool = False) -> Any:
+    """``frame.mapInArrow(function, schema)``, the function marked non-deterministic if asked (the
+    optimizer then never duplicates or reorders it; as :func:`privagg.engines.spark.noised`)."""
+    if not nondeterministic:
+        with _Quiet():
+            return frame.mapInArrow(function, schema)
+    from pyspark.sql import DataFrame as SparkDataFrame
+    from pyspark.sql.pandas.functions import pandas_udf
+    from pyspark.util import PythonEvalType
+
+    jdf = getattr(frame, "_jdf", None)
+    if jdf is None:  # Spark Connect  # pragma: no cover
+        return frame.mapInArrow(function, schema)
+    with _Quiet():
+        udf = pandas_udf(function, returnType=schema,  # type: ignore[call-overload]
+                         functionType=PythonEvalType.SQL_MAP_ARROW_ITER_UDF).asNondeterministic()
+        column = udf(*[frame[c] for c in frame.columns])
+    return SparkDataFrame(jdf.mapInArrow(column._jc, False, None), frame.sparkSession)
+
+
+class SparkPoints(PointSource):
+    """The finite rows of ``d`` numeric columns of a Spark DataFrame (persisted; module docstring)."""
+
+    name = "spark"
+
+    def __init__(self, frame: Any, d: int, n: int, randomness: TaskRandomness, where: str,
+                 exponents: np.ndarray | None = None) -> None:
+        self.frame = frame  # persisted: c0 … c{d−1}, DOUBLE, finite
+        self.d = int(d)
+        self.n = int(n)
+        self.randomness = randomness
+        self.where = where
+        self.exponents = exponents
+
+    def _names(self) -> list[str]:
+        return [f"c{j}" for j in range(self.d)]
+
+    def _collect(self, frame: Any) -> Any:
+        with _Quiet():
+            try:
+                return frame.toArrow()
+            except _spark_errors() as exc:
+                raise _spark_failure(self.where, exc) from None
+
+    def count(self) -> int:
+        return self.n
+
+    def scaled(self, exponents: np.ndarray) -> SparkPoints:
+        exps = np.asarray(exponents, dtype=np.int64)
+        if self.exponents is not None:  # pragma: no cover - the mechanism scales once
+            raise AssertionError("SparkPoints.scaled: already scaled")
+        return SparkPoints(self.frame, self.d, self.n, self.randomness, self.where, exps)
+
+    def poisson_sample(self, rate: float, gen: np.random.Generator) -> np.ndarray:
+        """Each row with probability ``rate``, drawn in the tasks (``gen`` is not used: the
+        tasks' streams, :class:`~privagg.engines.spark.TaskRandomness`, have the same law)."""
+        import pyarrow as pa
+        from pyspark.sql.types import DoubleType, StructField, StructType
+
+        d, exps, randomness, q, names = self.d, self.exponents, self.randomness, float(rate), self._names()
+
+        def sample(batches: Iterator[Any]) -> Iterator[Any]:
+            from pyspark import TaskContext
+
+            task_gen = randomness.generator(TaskContext.get().partitionId())
+            for batch in batches:
+                with np.errstate(all="ignore"):
+                    x = _rows(batch, d, exps)
+                kept = x[task_gen.random(x.shape[0]) < q]
+                yield pa.RecordBatch.from_arrays([pa.array(kept[:, j]) for j in range(d)], names=names)
+
+        schema = StructType([StructField(c, DoubleType(), False) for c in names])
+        table = self._collect(_map(self.frame, sample, schema, nondeterministic=True))  # once
+        out = np.empty((table.num_rows, d), dtype=np.float64)
+        for j, c in enumerate(names):
+            out[:, j] = table.column(c).to_numpy()
+        return out
+
+    def clipped_integer_sum(self, center: np.ndarray, radius: float, exponent: int) -> np.ndarray:
+        """The exact integer sum: per task the local function, partial sums as DECIMAL(38, 0)
+        added by Spark (requires ``radius/2^exponent <= 2^SUM_BITS``, the mechanism's grid)."""
+        import pyarrow as pa
+        from pyspark.sql.types import DecimalType, StructField, StructType
+
+        from ..mechanisms.mean import SUM_BITS
+
+        if not (np.ldexp(float(radius), -int(exponent)) <= 2.0 ** SUM_BITS):
+            raise fail(self.where, "exponent", f"a grid with radius/2^exponent <= 2^{SUM_BITS}", exponent)
+        d, exps, names = self.d, self.exponents, [f"s{j}" for j in range(self.d)]
+        c = np.array(center, dtype=np.float64)
+        r, e = float(radius), int(exponent)
+
+        def partial(batches: Iterator[Any]) -> Iterator[Any]:
+            from privagg.mechanisms.mean import _clipped_integer_sum
+
+            total = [0] * d
+            for batch in batches:
+                with np.errstate(all="ignore"):
+                    s = _clipped_integer_sum(_rows(batch, d, exps), c, r, e)
+                total = [a + int(b) for a, b in zip(total, s)]
+            yield pa.RecordBatch.from_arrays([pa.array([v], type=pa.decimal128(38, 0)) for v in total],
+                                             names=names)
+
+        schema = StructType([StructField(n, DecimalType(38, 0), False) for n in names])
+        return self.decimal_sums(_map(self.frame, partial, schema), names)
+
+    def decimal_sums(self, partials: Any, names: list[str]) -> np.ndarray:
+        """Σ of DECIMAL(38, 0) columns of ``partials`` in Spark, as Python integers: exact (a sum
+        beyond 10^38 fails loudly, never wraps; a LONG sum would wrap or fail beyond 2^63)."""
+        from pyspark.sql import functions as F
+
+        sums = partials.agg(*[F.sum(F.col(n).cast("decimal(38,0)")).alias(n) for n in names])
+        return exact_totals(self._collect(sums), names)
+
+    def distance_bins(self, center: np.ndarray, edges: np.ndarray) -> np.ndarray:
+        import pyarrow as pa
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import LongType, StructField, StructType
+
+        d, exps = self.d, self.exponents
+        c, e = np.array(center, dtype=np.float64), np.array(edges, dtype=np.float64)
+        names = [f"b{j}" for j in range(e.size + 1)]
+
+        def partial(batches: Iterator[Any]) -> Iterator[Any]:
+            from privagg.mechanisms.mean import _distance_bins
+
+            total = np.zeros(e.size + 1, dtype=np.int64)
+            for batch in batches:
+                with np.errstate(all="ignore"):
+                    total += _distance_bins(_rows(batch, d, exps), c, e)
+            yield pa.RecordBatch.from_arrays([pa.array([int(v)], type=pa.int64()) for v in total], names=names)
+
+        schema = StructType([StructField(n, LongType(), False) for n in names])
+        table = self._collect(_map(self.frame, partial, schema).agg(*[F.sum(n).alias(n) for n in names]))
+        return np.array([table.column(n)[0].as_py() or 0 for n in names], dtype=np.int64)
+
+    def scale_counts(self, keys: np.ndarray) -> np.ndarray:
+        import pyarrow as pa
+        from pyspark.sql.types import ArrayType, DoubleType, LongType, StructField, StructType
+
+        from ..mechanisms.mean import SCALE_EXPONENTS, sorted_scale_counts
+
+        if self.exponents is not None:  # pragma: no cover - scales are computed on the raw rows
+            raise AssertionError("SparkPoints.scale_counts: on scaled rows")
+        d, ks = self.d, np.array(keys, dtype=np.uint64)
+        order_names = ["h"] + [f"o{j}" for j in range(d)]
+
+        def keyed(batches: Iterator[Any]) -> Iterator[Any]:
+            from privagg.mechanisms.mean import row_hash
+
+            for batch in batches:
+                x = _rows(batch, d, None)
+                with np.errstate(all="ignore"):
+                    h = row_hash(x, ks)
+                bits = x.view(np.uint64)
+                cols = [h] + [bits[:, j] for j in range(d)]  # unsigned order as signed: flip the sign bit
+                yield pa.RecordBatch.from_arrays([pa.array((v ^ _FLIP).view(np.int64)) for v in cols],
+                                                 names=order_names)
+
+        def pairs(batches: Iterator[Any]) -> Iterator[Any]:
+            from pyspark import TaskContext
+
+            from privagg.mechanisms.mean import sorted_scale_counts as counts_of
+
+            total = np.zeros((d, SCALE_EXPONENTS.size), dtype=np.int64)
+            first = last = None
+            for batch in batches:
+                if batch.num_rows == 0:
+                    continue
+                bits = np.empty((batch.num_rows, d), dtype=np.int64)
+                for j in range(d):
+                    bits[:, j] = batch.column(j + 1).to_numpy()
+                x = np.ascontiguousarray((bits.view(np.uint64) ^ _FLIP).view(np.float64))
+                if first is None:
+                    first = x[0].copy()
+                xs = x if last is None else np.vstack([last[None, :], x])
+                total += counts_of(xs)
+                last = x[-1].copy()
+            if first is not None:
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array([TaskContext.get().partitionId()], type=pa.int64()),
+                     pa.array([total.ravel().tolist()], type=pa.list_(pa.int64())),
+                     pa.array([first.tolist()], type=pa.list_(pa.float64())),
+                     pa.array([last.tolist()], type=pa.list_(pa.float64()))],
+                    names=["p", "counts", "first", "last"])
+
+        key_schema = StructType([StructField(n, LongType(), False) for n in order_names])
+        out_schema = StructType([StructField("p", LongType(), False),
+                                 StructField("counts", ArrayType(LongType(), False), False),
+                                 StructField("first", ArrayType(DoubleType(), False), False),
+                                 StructField("last", ArrayType(DoubleType(), False), False)])
+        ordered = _map(self.frame, keyed, key_schema).orderBy(*order_names)
+        table = self._collect(_map(ordered, pairs, out_schema))
+        parts = sorted(table.to_pylist(), key=lambda row: row["p"])
+        total = np.zeros((d, SCALE_EXPONENTS.size), dtype=np.int64)
+        for i, row in enumerate(parts):
+            total += np.asarray(row["counts"], dtype=np.int64).reshape(d, SCALE_EXPONENTS.size)
+            if i:  # the pair across the boundary of two consecutive non-empty partitions
+                total += sorted_scale_counts(np.array([parts[i - 1]["last"], row["first"]], dtype=np.float64))
+        return total
+
+
+def exact_totals(table: Any, names: list[str]) -> np.ndarray:
+    """The one row of DECIMAL(38, 0) sums as an object array of Python integers (0 for no rows)."""
+    out = np.empty(len(names), dtype=object)
+    out[:] = [int(table.column(n)[0].as_py() or 0) for n in names]
+    return out
+
+
+@contextlib.contextmanager
+def points_of(where: str, data: Any, columns: Any, units: Any, max_rows_per_unit: Any, rng: Any,
+              check: Callable[[], None]) -> Iterator[tuple[SparkPoints, np.random.Generator, bool]]:
+    """Validate (schema, then ``check()`` for the mechanism's parameters, then ``rng``), persist
+    and count the finite rows (job 1, before any charge), and yield ``(source, driver generator,
+    secure)``; the rows are unpersisted on exit."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from .unit_rows import check_max_rows
+
+    cols = describe_columns(data, columns, where=where)
+    if units is not None:
+        raise fail(where, "units", "None for a Spark DataFrame (user-level means are not yet computed in Spark)",
+                   "<a unit column>")
+    check_max_rows(where, units, max_rows_per_unit)
+    check()
+    randomness, gen, secure = task_randomness(rng, where)
+    values = [F.col(_quoted(c)).cast("double") for c in cols]
+    finite = None
+    for v in values:
+        ok = v.isNotNull() & ~F.isnan(v) & (F.abs(v) < F.lit(float("inf")))
+        finite = ok if finite is None else finite & ok
+    frame = data.select(*[v.alias(f"c{j}") for j, v in enumerate(values)]).where(finite)
+    frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        with _Quiet():
+            try:
+                n = int(frame.count())
+            except _spark_errors() as exc:
+                raise _spark_failure(where, exc) from None
+        yield SparkPoints(frame, len(cols), n, randomness, where), gen, secure
+    finally:
+        frame.unpersist()
