@@ -26,14 +26,14 @@ from privagg.mechanisms.grouped import MetricResult
 
 
 def _exact(counts_or_gv, *, epsilon, contribution, rng, lower=None, upper=None):
-    """Stand-in metric: the exact count (or clamped sum, integer-valued data) plus a draw from rng
-    (so that the seed matters), low/high = value ∓ 1."""
+    """Stand-in metric: the exact count (or clamped sum, integer-valued data), low/high = value ∓ 1;
+    it consumes draws from rng as a real metric would (without adding them)."""
     if lower is None:
         v = np.asarray(counts_or_gv, dtype=np.float64)
     else:
         gv = counts_or_gv
         v = np.bincount(gv.group, weights=np.clip(gv.values, lower, upper), minlength=gv.n_groups)
-    v = v + rng.integers(0, 10, v.shape[0]) * 0  # draws from the stream, adds nothing
+    rng.integers(0, 10, v.shape[0])  # advance the stream
     g = v.shape[0]
     return MetricResult(value=v, low=v - 1, high=v + 1, ok=np.ones(g, bool), reason=np.full(g, None, object),
                         epsilon=float(epsilon))
