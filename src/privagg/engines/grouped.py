@@ -33,8 +33,8 @@ Steps (:meth:`GroupedTable.prepare`), each one DuckDB statement, no Python loop 
    rows and of the secrets only: adding or removing a unit changes no other unit's kept rows, for
    every secret (docs/proofs/aggregate.md §3). A NULL unit is one unit;
 4. **counts** per group: bounded rows (record level: rows) and distinct units (record level: rows);
-5. **values**: one fetch of (group, v0, v1, …) for the bounded rows, a counting (radix) sort on the
-   group id in numpy, then per metric column the rows with a finite value. Inside a group the rows
+5. **values**: one fetch of (group, v0, v1, …) for the bounded rows, ordered by the group id only
+   (``ORDER BY i``: a sort on one integer key), then per metric column the rows with a finite value. Inside a group the rows
    are in no particular order (DuckDB's, which may vary between runs): a metric whose random
    draws depend on row order must sort its group's values itself.
 
@@ -61,7 +61,7 @@ from . import duckdb as dd
 from .base import PRIORITY_SQL
 from ..mechanisms.grouped import GroupedValues
 
-__all__ = ["Candidates", "GroupedTable", "TABLE_RULE", "group_order", "open_table"]
+__all__ = ["Candidates", "GroupedTable", "TABLE_RULE", "open_table"]
 
 TABLE_RULE = ("a CSV/Parquet path, a pandas or polars DataFrame, a pyarrow Table or a DuckDB relation")
 _NUMERIC_TYPE = re.compile(
@@ -331,13 +331,13 @@ class GroupedTable:
         key_arrays = self._fetch_keys(keys) if dom_keys is None else dom_keys
         n_groups = int(n_rows.shape[0])
         values = {}
-        if vals:  # one fetch of (i, v0, v1, …), then a counting sort on i (no comparison sort of the rows)
-            res = self._run(f"SELECT i, {', '.join(vals)} FROM {rows_src}", fetch=True)
+        if vals:  # one fetch of (i, v0, v1, …) ordered by the group id i (DuckDB's parallel sort on i)
+            res = self._run(f"SELECT i, {', '.join(vals)} FROM {rows_src} ORDER BY i", fetch=True)
             group = np.ma.getdata(res["i"]).astype(np.int64, copy=False)
-            order = group_order(group, n_groups)
-            group = group[order]
             for c, v in zip(self.columns, vals, strict=True):
-                x = np.ma.filled(np.ma.asarray(res[v], dtype=np.float64), np.nan)[order]
+                col = res[v]
+                col = col.astype(np.float64).filled(np.nan) if np.ma.isMaskedArray(col) else col
+                x = np.asarray(col, dtype=np.float64)
                 finite = np.isfinite(x)
                 values[c] = GroupedValues(group=group[finite], values=x[finite], n_groups=n_groups)
         return Candidates(keys=key_arrays, rows=n_rows, units=n_units, values=values)
@@ -455,18 +455,6 @@ class GroupedTable:
             arr = np.ma.getdata(res[k])
             out.append(dd._key_dtype(arr, self._src.types[c]))
         return out
-
-
-def group_order(group: np.ndarray, n_groups: int) -> np.ndarray:
-    """A stable permutation sorting ``group`` (ids in [0, n_groups)) ascending: numpy's radix sort on
-    16-bit digits (one pass for n_groups ≤ 2^16, else two), O(n) whatever the values."""
-    if n_groups <= 1 << 16:
-        return np.argsort(group.astype(np.uint16), kind="stable")
-    low = np.argsort((group & 0xFFFF).astype(np.uint16), kind="stable")
-    if n_groups <= 1 << 32:
-        high = np.argsort((group[low] >> 16).astype(np.uint16), kind="stable")
-        return low[high]
-    return np.argsort(group, kind="stable")  # pragma: no cover - more than 2^32 groups
 
 
 def open_table(table: Any, *, by: Sequence[str], units: Any, columns: Sequence[str], where: str | None,
