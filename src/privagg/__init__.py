@@ -42,6 +42,13 @@ _LAZY = {
     "MeanRelease": "privagg.mechanisms.mean",
     "private_kmeans": "privagg.mechanisms.kmeans",
     "KMeansRelease": "privagg.mechanisms.kmeans",
+    # group-by aggregates
+    "aggregate": "privagg.mechanisms.aggregate",
+    "count": "privagg.mechanisms.aggregate",
+    "sum": "privagg.mechanisms.aggregate",
+    "mean": "privagg.mechanisms.aggregate",
+    "quantile": "privagg.mechanisms.aggregate",
+    "AggregateRelease": "privagg.mechanisms.aggregate",
     # randomness
     "SecureGenerator": "privagg.noise.rng",
 }

@@ -1,0 +1,601 @@
+"""Group-by aggregates: :func:`aggregate` with the metrics :func:`count`, :func:`sum`, :func:`mean`
+and :func:`quantile`.
+
+One call reads the table once (:mod:`privagg.engines.grouped`), bounds each privacy unit's
+contribution, fixes the released groups — a public ``domain``, or one private key selection shared
+by every metric — and releases every metric for every released group, vectorized across groups
+(:mod:`privagg.mechanisms.grouped` and the per-metric modules).
+
+Budget split. The user gives one (ε, δ). The steps are ``"selection"`` (only without a domain)
+and one per metric, named by its output column (``count``, ``sum_<col>``, ``mean_<col>``,
+``q<q>_<col>``). Each step has a weight (default 1; ``weights={name: w}`` overrides). ε is split in
+proportion to the weights over all steps; δ in proportion to the weights over the steps that need
+δ — the selection and each mean without bounds; every other step is pure ε-DP. Exact rationals
+throughout, so the parts add up to exactly (ε, δ). ``delta`` must be > 0 when some step needs it;
+a δ that no step needs is not spent (the release and the ledger say δ = 0). The steps compose
+sequentially (all read the same rows); each metric is itself a parallel composition over the
+disjoint groups. Proofs: ``docs/proofs/aggregate.md``.
+
+Key selection (no domain): each group with n ≥ 1 distinct units after bounding (record level: rows)
+is kept independently with the probability p(n) of the optimal partition selection
+(:mod:`privagg.mechanisms.partition_selection`) at (ε_sel/k, δ_sel/k), where k = ℓ0 (add/remove)
+or 2ℓ0 (replace) is the number of groups whose unit count a neighbour can change (each by 1):
+basic composition over those groups' independent decisions.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from .._validate import check_choice, check_positive_int, fail
+from ..accounting._exact import exact
+from ..accounting.loss import PrivacyLoss
+from .grouped import Contribution, MetricResult
+
+__all__ = [
+    "AggregateRelease", "Count", "Mean", "Quantile", "Sum", "aggregate", "count", "mean", "quantile",
+    "selection_parameters", "split_budget", "sum",
+]
+
+NEIGHBORS = ("add_remove", "replace")
+#: Largest accepted ``max_groups_per_unit`` / ``max_rows_per_group``.
+MAX_BOUND = 1_000_000
+_BOUNDS_RULE = "a pair (lo, hi) of finite numbers with lo < hi"
+
+
+def _check_column(where: str, column: Any) -> str:
+    if not isinstance(column, str) or not column:
+        raise fail(where, "column", "a non-empty column name (str)", column)
+    return column
+
+
+def _check_bounds(where: str, bounds: Any, required: bool) -> tuple[float, float] | None:
+    if bounds is None:
+        if required:
+            raise fail(where, "bounds", _BOUNDS_RULE, bounds)
+        return None
+    if isinstance(bounds, (str, bytes)) or not isinstance(bounds, Sequence) or len(bounds) != 2:
+        raise fail(where, "bounds", _BOUNDS_RULE, bounds)
+    out = []
+    for b in bounds:
+        if isinstance(b, bool) or not isinstance(b, numbers.Real) or not math.isfinite(float(b)):
+            raise fail(where, "bounds", _BOUNDS_RULE, bounds)
+        out.append(float(b))
+    if not out[0] < out[1]:
+        raise fail(where, "bounds", _BOUNDS_RULE, bounds)
+    return out[0], out[1]
+
+
+def _q_text(q: float) -> str:
+    text = repr(float(q))
+    return text[:-2] if text.endswith(".0") else text
+
+
+class _Metric:
+    """Common interface of the metric specifications (frozen dataclasses below; all but
+    :class:`Count` have a ``column``)."""
+
+    @property
+    def name(self) -> str:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    @property
+    def needs_delta(self) -> bool:
+        return False
+
+    @property
+    def can_fail(self) -> bool:
+        """Whether a group's release can be ⊥ (then ``<name>_ok`` / ``<name>_reason`` columns)."""
+        return False
+
+
+@dataclass(frozen=True)
+class Count(_Metric):
+    """``count()``: rows per group (with units: bounded rows; distinct units when
+    ``max_rows_per_group=1``). Pure ε-DP (discrete Laplace)."""
+
+    @property
+    def name(self) -> str:
+        return "count"
+
+    def run(self, cand: Any, eps: Fraction, dlt: Fraction, contribution: Contribution, gen: Any) -> MetricResult:
+        from .grouped_bounded import noisy_counts
+
+        return noisy_counts(cand.rows, epsilon=eps, contribution=contribution, rng=gen)
+
+
+@dataclass(frozen=True)
+class Sum(_Metric):
+    """``sum(column, bounds=(lo, hi))``: Σ clamp(x, lo, hi) per group, released on a grid. Pure ε-DP."""
+
+    column: str
+    bounds: tuple[float, float]
+
+    def __post_init__(self) -> None:
+        _check_column("sum", self.column)
+        object.__setattr__(self, "bounds", _check_bounds("sum", self.bounds, required=True))
+
+    @property
+    def name(self) -> str:
+        return f"sum_{self.column}"
+
+    def run(self, cand: Any, eps: Fraction, dlt: Fraction, contribution: Contribution, gen: Any) -> MetricResult:
+        from .grouped_bounded import clamped_sums
+
+        lo, hi = self.bounds
+        return clamped_sums(cand.values[self.column], lower=lo, upper=hi, epsilon=eps, contribution=contribution,
+                            rng=gen)
+
+
+@dataclass(frozen=True)
+class Mean(_Metric):
+    """``mean(column, bounds=None)``: with bounds, a bounded mean (pure ε); without, a FriendlyCore
+    mean per group ((ε, δ)-DP, no bounds needed). ⊥ per group when too small."""
+
+    column: str
+    bounds: tuple[float, float] | None = None
+
+    def __post_init__(self) -> None:
+        _check_column("mean", self.column)
+        object.__setattr__(self, "bounds", _check_bounds("mean", self.bounds, required=False))
+
+    @property
+    def name(self) -> str:
+        return f"mean_{self.column}"
+
+    @property
+    def needs_delta(self) -> bool:
+        return self.bounds is None
+
+    @property
+    def can_fail(self) -> bool:
+        return True
+
+    def run(self, cand: Any, eps: Fraction, dlt: Fraction, contribution: Contribution, gen: Any) -> MetricResult:
+        gv = cand.values[self.column]
+        if self.bounds is None:
+            from .grouped_mean import friendly_means
+
+            return friendly_means(gv, epsilon=eps, delta=dlt, contribution=contribution, rng=gen)
+        from .grouped_bounded import bounded_means
+
+        lo, hi = self.bounds
+        return bounded_means(gv, lower=lo, upper=hi, epsilon=eps, contribution=contribution, rng=gen)
+
+
+@dataclass(frozen=True)
+class Quantile(_Metric):
+    """``quantile(column, q, bounds=None)``: the q-quantile per group, pure ε-DP."""
+
+    column: str
+    q: float
+    bounds: tuple[float, float] | None = None
+
+    def __post_init__(self) -> None:
+        _check_column("quantile", self.column)
+        q = self.q
+        if isinstance(q, bool) or not isinstance(q, numbers.Real) or not (0.0 <= float(q) <= 1.0):
+            raise fail("quantile", "q", "a number in [0, 1]", q)
+        object.__setattr__(self, "q", float(q))
+        object.__setattr__(self, "bounds", _check_bounds("quantile", self.bounds, required=False))
+
+    @property
+    def name(self) -> str:
+        return f"q{_q_text(self.q)}_{self.column}"
+
+    @property
+    def can_fail(self) -> bool:
+        return True
+
+    def run(self, cand: Any, eps: Fraction, dlt: Fraction, contribution: Contribution, gen: Any) -> MetricResult:
+        from .grouped_quantile import quantiles
+
+        return quantiles(cand.values[self.column], self.q, bounds=self.bounds, epsilon=eps,
+                         contribution=contribution, rng=gen)
+
+
+def count() -> Count:
+    """The number of rows per group (with ``units``: bounded rows, = distinct units when
+    ``max_rows_per_group=1``)."""
+    return Count()
+
+
+def sum(column: str, bounds: tuple[float, float]) -> Sum:  # noqa: A001 - the public name (api.md)
+    """Σ of ``column`` clamped to ``bounds`` = (lo, hi) per group (bounds required)."""
+    return Sum(column, bounds)
+
+
+def mean(column: str, bounds: tuple[float, float] | None = None) -> Mean:
+    """The mean of ``column`` per group: bounded with ``bounds``, FriendlyCore (no bounds) without."""
+    return Mean(column, bounds)
+
+
+def quantile(column: str, q: float, bounds: tuple[float, float] | None = None) -> Quantile:
+    """The ``q``-quantile (0 ≤ q ≤ 1) of ``column`` per group."""
+    return Quantile(column, q, bounds)
+
+
+# ------------------------------------------------------------------------------------------------
+# the budget split and the selection's parameters (public: functions of the parameters only)
+# ------------------------------------------------------------------------------------------------
+
+
+def split_budget(steps: Sequence[tuple[str, bool]], epsilon: Any, delta: Any = 0,
+                 weights: Mapping[str, Any] | None = None, *, where: str = "aggregate"
+                 ) -> dict[str, tuple[Fraction, Fraction]]:
+    """{step: (ε_step, δ_step)} for ``steps`` = [(name, needs_delta), …] in order (exact rationals).
+
+    ε_step = ε·w/Σw over all steps; δ_step = δ·w/Σw over the steps that need δ (0 for the others,
+    and for all when none needs δ). Weights default to 1.
+
+    Raises
+    ------
+    ParameterError
+        ``weights`` not a mapping of step names to finite numbers > 0 (an unknown name is refused);
+        ``delta`` = 0 while a step needs δ.
+    """
+    eps = exact(where, "epsilon", epsilon, rule="a finite number > 0", low=Fraction(0), high=None, low_open=True)
+    dlt = exact(where, "delta", delta, rule="a number in [0, 1)", low=Fraction(0), high=Fraction(1), low_open=False)
+    names = [s for s, _ in steps]
+    w = dict.fromkeys(names, Fraction(1))
+    if weights is not None:
+        if not isinstance(weights, Mapping):
+            raise fail(where, "weights", "a mapping {step: weight} or None", weights)
+        for key, value in weights.items():
+            if key not in w:
+                raise fail(where, "weights", "keys among the steps " + ", ".join(map(repr, names)), key)
+            w[key] = exact(where, "weights", value, rule="finite numbers > 0", low=Fraction(0), high=None,
+                           low_open=True)
+    delta_steps = [s for s, need in steps if need]
+    if delta_steps and dlt == 0:
+        rule = f"a number in (0, 1): the step(s) {', '.join(map(repr, delta_steps))} need δ > 0"
+        raise fail(where, "delta", rule, delta)
+    total_w = builtins.sum(w.values(), Fraction(0))
+    total_dw = builtins.sum((w[s] for s in delta_steps), Fraction(0))
+    return {s: (eps * w[s] / total_w, dlt * w[s] / total_dw if need else Fraction(0)) for s, need in steps}
+
+
+def selection_parameters(epsilon: Any, delta: Any, max_groups: int, replace: bool) -> tuple[Fraction, Fraction]:
+    """The (ε, δ) at which each group's keep decision is drawn: (ε_sel/k, δ_sel/k), k = ℓ0 (add/remove)
+    or 2ℓ0 (replace), the number of groups whose distinct-unit count one neighbour changes (by ≤ 1)."""
+    k = int(max_groups) * (2 if replace else 1)
+    return Fraction(epsilon) / k, Fraction(delta) / k
+
+
+# ------------------------------------------------------------------------------------------------
+# the release
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class AggregateRelease:
+    """The result of :func:`aggregate`.
+
+    Attributes
+    ----------
+    groups : pandas.DataFrame
+        One row per released group: the ``by`` columns, then per metric ``<name>``, ``<name>_low``,
+        ``<name>_high`` (the metric's interval), and for means and quantiles ``<name>_ok`` /
+        ``<name>_reason`` (⊥ and why). Rows in the domain's order, or in the canonical order of
+        the keys (never record order).
+    by : tuple of str
+    metrics : tuple of str
+        The metric names (output columns), in order.
+    epsilon, delta : float
+        The guarantee of the whole release (what a ledger is charged); δ = 0 when no step needs δ.
+    split : dict
+        {step: (ε, δ)} as floats (exact values: :attr:`split_exact`).
+    privacy_loss : PrivacyLoss
+    secure : bool
+        Whether the noise came from the secure generator (``rng=None``).
+    neighbors : {"add_remove", "replace"}
+    unit : bool
+        User level (``units`` given).
+    max_groups_per_unit, max_rows_per_group : int
+    selection : {"domain", "optimal"}
+    split_exact : dict
+        {step: (Fraction, Fraction)}.
+    extra : dict
+        {metric: {name: array}}: further public per-group arrays of the metrics (e.g. ``n_hat``).
+    """
+
+    groups: Any
+    by: tuple[str, ...]
+    metrics: tuple[str, ...]
+    epsilon: float
+    delta: float
+    split: dict[str, tuple[float, float]]
+    privacy_loss: PrivacyLoss
+    secure: bool
+    neighbors: str
+    unit: bool
+    max_groups_per_unit: int
+    max_rows_per_group: int
+    selection: str
+    split_exact: dict[str, tuple[Fraction, Fraction]] = field(default_factory=dict, repr=False)
+    extra: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+
+    def to_pandas(self) -> Any:
+        """A copy of :attr:`groups`."""
+        return self.groups.copy()
+
+    def to_polars(self) -> Any:
+        """:attr:`groups` as a polars DataFrame."""
+        import polars as pl
+
+        return pl.from_pandas(self.groups)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: ``{"mechanism": "aggregate", "epsilon", "delta", "by", "split", "groups": [...]}``
+        (NaN → None, numpy scalars → Python, dates → ISO text) plus the other public fields."""
+        columns = {c: _json_column(self.groups[c].to_numpy()) for c in self.groups.columns}
+        n = len(self.groups)
+        rows = [{c: columns[c][i] for c in self.groups.columns} for i in range(n)]  # released rows only
+        return {
+            "mechanism": "aggregate",
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "by": list(self.by),
+            "metrics": list(self.metrics),
+            "split": {k: {"epsilon": e, "delta": d} for k, (e, d) in self.split.items()},
+            "neighbors": self.neighbors,
+            "unit": self.unit,
+            "max_groups_per_unit": self.max_groups_per_unit,
+            "max_rows_per_group": self.max_rows_per_group,
+            "selection": self.selection,
+            "secure": self.secure,
+            "groups": rows,
+        }
+
+
+def _json_column(values: np.ndarray) -> list[Any]:
+    out = []
+    for v in values.tolist():
+        if isinstance(v, float) and not math.isfinite(v):
+            v = None
+        elif isinstance(v, np.generic):
+            v = v.item()
+        if hasattr(v, "isoformat"):
+            v = v.isoformat()
+        elif isinstance(v, (bytes, bytearray)):
+            v = v.decode("utf-8", "backslashreplace")
+        out.append(v)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# aggregate
+# ------------------------------------------------------------------------------------------------
+
+
+def _check_by(where: str, by: Any) -> tuple[str, ...]:
+    cols = (by,) if isinstance(by, str) else tuple(by) if isinstance(by, (list, tuple)) else None
+    rule = "a column name or a non-empty list of distinct column names"
+    if not cols or any(not isinstance(c, str) or not c for c in cols) or len(set(cols)) != len(cols):
+        raise fail(where, "by", rule, by)
+    return cols
+
+
+def _check_metrics(where: str, metrics: Any) -> tuple[_Metric, ...]:
+    rule = "a non-empty list of metrics (privagg.count(), sum(), mean(), quantile()) with distinct names"
+    if isinstance(metrics, _Metric):
+        metrics = [metrics]
+    if not isinstance(metrics, (list, tuple)) or not metrics or not all(isinstance(m, _Metric) for m in metrics):
+        raise fail(where, "metrics", rule, metrics)
+    names = [m.name for m in metrics]
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise fail(where, "metrics", rule, f"{dup!r} twice")
+    return tuple(metrics)
+
+
+def _missing(v: Any) -> bool:
+    if v is None:
+        return True
+    try:
+        return isinstance(v, (float, np.floating)) and math.isnan(v)
+    except TypeError:
+        return False
+
+
+def _check_domain(where: str, domain: Any, width: int) -> list[list[Any]] | None:
+    """The public domain as one list per ``by`` column (validated shape; cast later, in DuckDB)."""
+    if domain is None:
+        return None
+    rule = ("a non-empty list of keys" if width == 1 else f"a non-empty list of {width}-tuples of keys") + \
+        " (no None/NaN), in the order of the release"
+    if isinstance(domain, (set, frozenset, dict, str, bytes)):
+        raise fail(where, "domain", rule + " (not a set)", type(domain).__name__)
+    if isinstance(domain, np.ndarray):
+        domain = domain.tolist() if domain.ndim == 1 else [tuple(r) for r in domain.tolist()]
+    elif type(domain).__module__.split(".")[0] in ("pandas", "polars", "pyarrow"):
+        domain = list(domain.to_list() if hasattr(domain, "to_list") else domain.to_pylist())
+    if not isinstance(domain, (list, tuple, range)) or len(domain) == 0:
+        raise fail(where, "domain", rule, domain)
+    cols: list[list[Any]] = [[] for _ in range(width)]
+    for key in domain:  # the domain is public: a loop over its keys reveals nothing
+        parts = (key,) if width == 1 else key
+        if width > 1 and (not isinstance(key, tuple) or len(key) != width):
+            raise fail(where, "domain", rule, key)
+        for j, v in enumerate(parts):
+            if _missing(v) or isinstance(v, (list, dict, set, tuple)):
+                raise fail(where, "domain", rule, key)
+            cols[j].append(v.item() if isinstance(v, np.generic) else v)
+    return cols
+
+
+def _check_unit_bounds(where: str, units: Any, l0: Any, linf: Any) -> tuple[int, int]:
+    if units is None:
+        for name, v in (("max_groups_per_unit", l0), ("max_rows_per_group", linf)):
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or int(v) != 1:
+                raise fail(where, name, "left at 1 without units (it bounds a privacy unit's contribution)", v)
+        return 1, 1
+    return (check_positive_int(where, "max_groups_per_unit", l0, 1, MAX_BOUND),
+            check_positive_int(where, "max_rows_per_group", linf, 1, MAX_BOUND))
+
+
+def aggregate(
+    table: Any,
+    *,
+    by: str | Sequence[str],
+    metrics: Sequence[Any],
+    epsilon: Any,
+    delta: Any = 0.0,
+    domain: Any = None,
+    units: Any = None,
+    max_groups_per_unit: int = 1,
+    max_rows_per_group: int = 1,
+    neighbors: str = "add_remove",
+    weights: Mapping[str, Any] | None = None,
+    where: str | None = None,
+    rng: Any = None,
+    ledger: Any = None,
+) -> AggregateRelease:
+    """Differentially private group-by: every metric for every released group, in one pass.
+
+    Parameters
+    ----------
+    table : str, Path, pandas/polars DataFrame, pyarrow Table or DuckDB relation
+        A CSV/Parquet path is read by DuckDB as :mod:`privagg.engines.duckdb` reads files (CSV
+        columns are text: keys as written, metric columns parsed as numbers).
+    by : str or list of str
+        The key column(s); rows with a NULL key (in any of them) are dropped (declared, 1-stable).
+    metrics : list
+        :func:`count`, :func:`sum`, :func:`mean`, :func:`quantile` (distinct names). In a metric
+        column a missing, non-numeric, NaN or ±inf value drops the row for that metric only.
+    epsilon, delta : float
+        The whole release's budget, split across the steps (module docstring; ``weights``). δ > 0 is
+        needed without a domain (key selection) and for a mean without bounds.
+    domain : list, optional
+        The public keys (tuples for several ``by`` columns), all released, in this order, absent
+        ones included; rows with other keys are dropped. None: keys chosen privately (one
+        selection shared by all metrics).
+    units : str or array, optional
+        The privacy-unit column (or, for in-memory tables, an array aligned with the rows). Each
+        unit keeps at most ``max_groups_per_unit`` groups (chosen at random by a keyed priority)
+        and at most ``max_rows_per_group`` rows in each (chosen by a keyed hash of the row's own
+        values). None: record level.
+    max_groups_per_unit, max_rows_per_group : int
+        ℓ0 and ℓ∞ (only with ``units``).
+    neighbors : {"add_remove", "replace"}
+        Add/remove one unit (record), or replace one by another.
+    weights : dict, optional
+        {step: weight > 0} for the split (steps: ``"selection"`` and the metric names).
+    where : str, optional
+        A public SQL filter over the table's columns (checked by
+        :func:`privagg.engines.where.check_where`; 1-stable).
+    rng : None, int, SeedSequence or Generator
+        ``None``: the secure generator (``secure=True``).
+    ledger : privagg.accounting.Ledger, optional
+        Charged once with the total (ε, δ) after every check and every read of the data, before
+        any noise; after the charge nothing can fail.
+
+    Returns
+    -------
+    AggregateRelease
+
+    Raises
+    ------
+    ParameterError
+        Naming the parameter; never because of a value of the data.
+    BudgetExceededError
+        From ``ledger``; nothing is released.
+
+    Privacy
+    -------
+    (ε, δ)-DP (δ = 0 when no step needs δ) for the chosen neighbour relation, of records or (with
+    ``units``) of privacy units: docs/proofs/aggregate.md.
+    """
+    caller = "aggregate"
+    by_cols = _check_by(caller, by)
+    mets = _check_metrics(caller, metrics)
+    out_names = [m.name for m in mets]
+    for c in by_cols:
+        if any(c == n or c.startswith(n + "_") and c[len(n) + 1:] in ("low", "high", "ok", "reason")
+               for n in out_names):
+            raise fail(caller, "by", "columns whose names differ from the output columns", c)
+    eps = exact(caller, "epsilon", epsilon, rule="a finite number > 0", low=Fraction(0), high=None, low_open=True)
+    dlt = exact(caller, "delta", delta, rule="a number in [0, 1)", low=Fraction(0), high=Fraction(1), low_open=False)
+    l0, linf = _check_unit_bounds(caller, units, max_groups_per_unit, max_rows_per_group)
+    check_choice(caller, "neighbors", neighbors, NEIGHBORS)
+    replace = neighbors == "replace"
+    dom = _check_domain(caller, domain, len(by_cols))
+    if where is not None and not isinstance(where, str):
+        raise fail(caller, "where", "a SQL boolean expression (str) or None", where)
+    steps = ([("selection", True)] if dom is None else []) + [(m.name, m.needs_delta) for m in mets]
+    split = split_budget(steps, eps, dlt, weights, where=caller)
+    if dom is None:
+        from .partition_selection import keep_numerators
+
+        sel_eps, sel_dlt = selection_parameters(*split["selection"], l0, replace)
+        keep_numerators(sel_eps, sel_dlt, where=caller)  # validates ε_sel/k (a public parameter)
+    from ..noise.rng import resolve_rng
+
+    gen, secure = resolve_rng(rng, caller)
+    columns = list(dict.fromkeys(m.column for m in mets if getattr(m, "column", None) is not None))
+    from ..engines.base import draw_secret
+    from ..engines.grouped import open_table
+
+    with open_table(table, by=by_cols, units=units, columns=columns, where=where, caller=caller) as tab:
+        secrets = (draw_secret(gen), draw_secret(gen)) if units is not None else (0, 0)
+        cand = tab.prepare(domain=dom, max_groups=l0, max_rows=linf, secrets=secrets)
+    total_eps = builtins.sum((e for e, _ in split.values()), Fraction(0))
+    total_dlt = builtins.sum((d for _, d in split.values()), Fraction(0))
+    loss = PrivacyLoss.approx(total_eps, total_dlt) if total_dlt > 0 else PrivacyLoss.pure(total_eps)
+    if ledger is not None:
+        ledger.charge(loss, mechanism=caller, parameters={
+            "by": list(by_cols), "metrics": out_names, "epsilon": total_eps, "delta": total_dlt,
+            "split": {k: [str(e), str(d)] for k, (e, d) in split.items()}, "neighbors": neighbors,
+            "unit": units is not None, "max_groups_per_unit": l0, "max_rows_per_group": linf,
+            "domain_size": None if dom is None else len(dom[0])})
+    # ---- after the charge: numpy and noise only -------------------------------------------------
+    if dom is None:
+        from .partition_selection import select
+
+        keep = select(cand.units, sel_eps, sel_dlt, gen)
+        cand = cand.restrict(keep)
+    contribution = Contribution(max_groups=l0, max_rows=linf, replace=replace)
+    results = {m.name: (m.run(cand, *split[m.name], contribution, gen) if cand.size else _empty(m))
+               for m in mets}
+    return _release(cand, by_cols, mets, results, split, loss, secure, neighbors, units is not None, l0, linf,
+                    "domain" if dom is not None else "optimal")
+
+
+def _empty(metric: _Metric) -> MetricResult:
+    z = np.zeros(0, dtype=np.float64)
+    return MetricResult(value=z, low=z, high=z, ok=np.zeros(0, dtype=bool), reason=np.zeros(0, dtype=object),
+                        epsilon=0.0)
+
+
+def _release(cand: Any, by: tuple[str, ...], mets: tuple[_Metric, ...], results: dict[str, MetricResult],
+             split: dict[str, tuple[Fraction, Fraction]], loss: PrivacyLoss, secure: bool, neighbors: str,
+             unit: bool, l0: int, linf: int, selection: str) -> AggregateRelease:
+    import pandas as pd
+
+    data: dict[str, Any] = {c: k for c, k in zip(by, cand.keys, strict=True)}
+    extra: dict[str, dict[str, Any]] = {}
+    for m in mets:
+        r = results[m.name]
+        data[m.name] = np.asarray(r.value, dtype=np.float64)
+        data[m.name + "_low"] = np.asarray(r.low, dtype=np.float64)
+        data[m.name + "_high"] = np.asarray(r.high, dtype=np.float64)
+        if m.can_fail:
+            data[m.name + "_ok"] = np.asarray(r.ok, dtype=bool)
+            data[m.name + "_reason"] = np.asarray(r.reason, dtype=object)
+        if r.extra:
+            extra[m.name] = dict(r.extra)
+    groups = pd.DataFrame(data)
+    return AggregateRelease(
+        groups=groups, by=by, metrics=tuple(m.name for m in mets), epsilon=float(loss.epsilon),
+        delta=float(loss.delta), split={k: (float(e), float(d)) for k, (e, d) in split.items()},
+        privacy_loss=loss, secure=secure, neighbors=neighbors, unit=unit, max_groups_per_unit=l0,
+        max_rows_per_group=linf, selection=selection, split_exact=dict(split), extra=extra)
+
