@@ -62,9 +62,6 @@ from .mean import (
     pair_factor,
     pair_utility,
     row_hash,
-    tail_rule,
-    tail_sds,
-    tail_target,
 )
 
 __all__ = ["FriendlyMeansPlan", "RADIUS_EXPONENTS", "friend_counts_1d", "friendly_means",
@@ -89,7 +86,7 @@ _SAFETY = 1.0 + 2.0**-40
 #: about 180 rows of a lognormal group of 10⁴ (error 2.8 SE); more for the histogram and a
 #: margin of :data:`GROUP_TAIL_SD` sds leave fewer rows outside (docs/proofs/aggregate_mean.md §1.5, §5).
 SHARE_QUANTILE = Fraction(1, 5)
-GROUP_TAIL_SD = 2.0
+SIDE_PENALTY = 0.5
 _LEVEL_LOW = -QUANTILE_GRID  # quarter-octave levels of |x − ĉ|/U below U: −24 … 0
 
 
@@ -279,14 +276,21 @@ def _sum_sensitivity(clip_r: np.ndarray, e_s: np.ndarray, e_g: np.ndarray) -> np
 def _noisy_clipped_sums(dev: np.ndarray, grp: np.ndarray, off: np.ndarray, clip_r: np.ndarray,
                         ok: np.ndarray, eps_sum: Fraction, draws: _Draws
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``Σ clip(x − ĉ, ±R)`` per group released on the grid with discrete Laplace noise
-    (``eps_sum``-DP per group; docs/proofs/aggregate_mean.md §7). ``dev = x − ĉ[group]`` (may be
-    ±inf; overwritten). Returns (released sums, integer sensitivities, term and release grid
-    exponents)."""
+    """:func:`_noisy_range_sums` with the symmetric range ``[−R, R]``."""
+    return _noisy_range_sums(dev, grp, off, clip_r, clip_r, ok, eps_sum, draws)
+
+
+def _noisy_range_sums(dev: np.ndarray, grp: np.ndarray, off: np.ndarray, r_lo: np.ndarray,
+                      r_hi: np.ndarray, ok: np.ndarray, eps_sum: Fraction, draws: _Draws
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``Σ clip(x − ĉ, −R_lo, R_hi)`` per group released on the grid with discrete Laplace noise
+    (``eps_sum``-DP per group, sensitivity ``R = max(R_lo, R_hi)``; docs/proofs/aggregate_mean.md
+    §7). ``dev = x − ĉ[group]`` (may be ±inf; overwritten). Returns (released sums, integer
+    sensitivities, term and release grid exponents)."""
+    clip_r = np.maximum(r_lo, r_hi)
     e_s = np.frexp(clip_r)[1] - TERM_BITS  # R < 2^(e_s + TERM_BITS)
-    rg = clip_r[grp]
-    np.minimum(dev, rg, out=dev)
-    np.maximum(dev, -rg, out=dev)
+    np.minimum(dev, r_hi[grp], out=dev)
+    np.maximum(dev, -r_lo[grp], out=dev)
     s_terms = np.rint(np.ldexp(dev, -e_s[grp])).astype(np.int64)
     s_h = _exact_group_sums(s_terms, off)  # units 2^e_s
     e_g = np.maximum(_grid_exponent(np.minimum(clip_r * _SAFETY / _float_down(eps_sum),
@@ -297,6 +301,14 @@ def _noisy_clipped_sums(dev: np.ndarray, grp: np.ndarray, off: np.ndarray, clip_
     sens = np.where(ok, _sum_sensitivity(clip_r, e_s, e_g), 1)
     z_s = draws.dlap_scaled("sum", sens, eps_sum)
     return np.ldexp((s_g + z_s).astype(np.float64), e_g), sens, e_s, e_g
+
+
+def side_penalty(eps_quantile: Fraction) -> int:
+    """The public integer penalty ``λ`` per quarter-octave of the side radius in the utility
+    ``−T_j − λ·level_j`` (docs/proofs/aggregate_mean.md §1.5): ``⌈SIDE_PENALTY·2/ε_q⌉`` rows,
+    a multiple of the selection noise scale, so that the noisy maximum lands within a few
+    edges of the best trade-off instead of anywhere on the plateau of empty edges."""
+    return max(1, math.ceil(SIDE_PENALTY * 2 / eps_quantile))
 
 
 def _segments(sorted_group: np.ndarray, n_groups: int) -> np.ndarray:
@@ -438,7 +450,7 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws) -> 
     t_c = sens_cg.astype(np.float64) / float(eps_cm) * g_c  # Laplace scale (data units)
     bound = t_c * (math.sqrt(2.0) + 2.0 * math.log(1.0 / BETA_LOCATE))
 
-    # 5. estimate: clipping radius from the noisy histogram of |x − ĉ|/U, then the clipped sum
+    # 5. estimate: a clipping range per side of ĉ, each by report-noisy-max over the edges
     upper = _grid_up(np.where(ok, radius + bound, 1.0))
     a_top = np.maximum(0, np.ceil(np.log2(TOP_FACTOR * np.sqrt(n_pos)))).astype(np.int64)
     top_level = 4 * int(a_top.max(initial=0))
@@ -449,26 +461,30 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws) -> 
     lvl = grid_levels(u * u)  # level <= k iff fl(u)² <= 2^{k/2}, i.e. about u <= 2^{k/4}
     nb = top_level - _LEVEL_LOW + 3
     lb = np.minimum(np.maximum(lvl, _LEVEL_LOW - 1), top_level + 1) - (_LEVEL_LOW - 1)
-    hist = np.bincount(grp * nb + lb, minlength=n_groups * nb).reshape(n_groups, nb)
-    suffix = np.cumsum(hist[:, ::-1], axis=1)[:, ::-1]  # suffix[g, i] = #{bin >= i}
+    side = (dev < 0).astype(np.int64)  # 0: x >= ĉ (the upper side), 1: x < ĉ (or NaN-free: all)
+    hist = np.bincount((2 * grp + side) * nb + lb, minlength=2 * n_groups * nb)
+    hist = hist.reshape(n_groups, 2, nb)
+    suffix = np.cumsum(hist[:, :, ::-1], axis=2)[:, :, ::-1]  # suffix[g, s, i] = #{bin >= i}
     jj = np.arange(j_max)[None, :]
     two_a = 2 * a_top[:, None]
     edge_level = np.where(jj <= two_a, 4 * a_top[:, None] - 2 * jj, two_a - jj)
     valid = jj < width[:, None]
     col = np.clip(edge_level + 1 - (_LEVEL_LOW - 1), 0, nb - 1)
-    true_tails = np.take_along_axis(suffix, col, axis=1)
-    z_q = draws.dlap("quantile", 1 / plan.eps_quantile, (n_groups, j_max))
-    tails = (true_tails + np.cumsum(z_q, axis=1)).astype(np.float64)
-    sd = tail_sds(plan.eps_quantile, j_max)
-    tau_cap = tail_target(plan, plan.eps_sum, 1, 2**62)
-    tau = np.minimum(tau_cap, np.maximum(1.0, n_pos / 2.0))
-    j_sel, _robust = tail_rule(tails, sd, tau, n_pos, valid, GROUP_TAIL_SD)
-    level_sel = np.take_along_axis(edge_level, j_sel[:, None], axis=1)[:, 0]
-    clip_r = np.where(ok, upper * np.exp2(level_sel / 4.0), 1.0)
-    outside = np.take_along_axis(tails, j_sel[:, None], axis=1)[:, 0]
+    lam = side_penalty(plan.eps_quantile)
+    r_side = []
+    for s_i, name in ((0, "quantile_hi"), (1, "quantile_lo")):
+        beyond = np.take_along_axis(suffix[:, s_i, :], col, axis=1)  # T_j: rows beyond edge j
+        util = -beyond - lam * (edge_level - _LEVEL_LOW)  # integers; sensitivity 1 in T_j
+        noisy = util + draws.dlap(name, 2 / plan.eps_quantile, (n_groups, j_max))
+        noisy = np.where(valid, noisy, np.iinfo(np.int64).min)
+        j_sel = np.argmax(noisy, axis=1)
+        level_sel = np.take_along_axis(edge_level, j_sel[:, None], axis=1)[:, 0]
+        r_side.append(np.where(ok, upper * np.exp2(level_sel / 4.0), 1.0))
+    r_hi, r_lo = r_side
 
     eps_sum = plan.eps_sum
-    total, sens_sg, e_s, e_g = _noisy_clipped_sums(dev, grp, off, clip_r, ok, eps_sum, draws)
+    total, sens_sg, e_s, e_g = _noisy_range_sums(dev, grp, off, r_lo, r_hi, ok, eps_sum, draws)
+    clip_r = np.maximum(r_lo, r_hi)
     g_s = np.ldexp(1.0, e_g)
     mean = _finite(center + total / n_pos)
 
@@ -496,6 +512,7 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws) -> 
                "clip_radius": np.where(ok, clip_r, nan),
                "center": np.where(ok, center, nan),
                "radius": np.where(live, radius, nan),
-               "outside": np.where(ok, outside, nan),
+               "clip_low": np.where(ok, _finite(center - r_lo), nan),
+               "clip_high": np.where(ok, _finite(center + r_hi), nan),
                "m_hat": np.where(live, m_hat.astype(np.float64), nan)},
     )
