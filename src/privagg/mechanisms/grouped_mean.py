@@ -20,10 +20,13 @@ Per group ``g`` (``n_g`` rows), with the shares of :func:`~privagg.mechanisms.me
    exact boundary test), noisy core size ``m̂``, ``m_low = m̂ − k``, ⊥ when ``m_low < 10``; the core
    average (relative to the least core value, summed exactly on a grid) released on the grid
    with discrete Laplace noise of sensitivity ``2r/m_low`` plus rounding.
-5. **Estimate.** An ε_q-DP noisy histogram of ``|x − ĉ|/U`` over quarter-octave levels
-   (``U = grid_up(r + b)``, ``b`` the public locate-noise bound) gives the clipping radius ``R``
-   by the tail rule of ``mean.py`` §8; the clipped sum ``Σ clip(x − ĉ, ±R)`` of *all* the group's
-   rows, summed exactly on a grid, released with discrete Laplace noise; ``mean = ĉ + S/n̂``.
+5. **Estimate.** A clipping range per side of ``ĉ``: for the rows above ``ĉ`` and, separately,
+   below it (parallel composition: a row is on one side only), report-noisy-max (``DLap(2/ε_q)``)
+   over the public edges ``U·2^{k/4}`` (``U = grid_up(r + b)``, ``b`` the public locate-noise
+   bound) of ``−T_j − λ·level_j`` (``T_j`` the side's rows beyond edge ``j``, ``λ``:
+   :func:`side_penalty`) gives ``R_hi`` and ``R_lo``; the clipped sum
+   ``Σ clip(x − ĉ, −R_lo, R_hi)`` of *all* the group's rows, summed exactly on a grid, released
+   with discrete Laplace noise of sensitivity ``max(R_lo, R_hi)``; ``mean = ĉ + S/n̂``.
 
 User level and neighbours: :func:`friendly_means_plan` (group privacy over ``max_rows`` rows,
 composition over ``max_groups`` groups, a replacement = a removal plus an addition).
@@ -81,11 +84,11 @@ TERM_BITS = 30
 BETA = 0.05
 _U = 2.0**-53
 _SAFETY = 1.0 + 2.0**-40
-#: Share of the per-group ε given to the clipping-radius histogram (taken from the final sum;
-#: mean.py gives ε/10): at ε/10 its noise (sd about 14·√j rows at ε = 1) let the tail rule clip
-#: about 180 rows of a lognormal group of 10⁴ (error 2.8 SE); more for the histogram and a
-#: margin of :data:`GROUP_TAIL_SD` sds leave fewer rows outside (docs/proofs/aggregate_mean.md §1.5, §5).
+#: Share of the per-group ε given to the per-side clipping-range selection (taken from the final
+#: sum; mean.py gives ε/10). Measured: 1/3 or 1/8 are worse on every shape (docs/proofs/aggregate_mean.md §1.5, §5).
 SHARE_QUANTILE = Fraction(1, 5)
+#: The side penalty per quarter-octave, in units of the selection noise scale ``2/ε_q``
+#: (measured best of 0.25, 0.5, 1 over five shapes).
 SIDE_PENALTY = 0.5
 _LEVEL_LOW = -QUANTILE_GRID  # quarter-octave levels of |x − ĉ|/U below U: −24 … 0
 
@@ -347,11 +350,11 @@ def friendly_means(gv: GroupedValues, *, epsilon: Any, delta: Any,
         is below 1 or the noisy core size is below :attr:`FriendlyMeansPlan.need` (the group is
         too small for this ε, or its rows do not agree on a location). ``low``/``high``: a
         noise-only interval holding with probability >= 0.95 per group: it covers the group's
-        *clipped* mean ``θ_g = ĉ_g + (1/n_g)·Σ clip(x − ĉ_g, ±R_g)`` (the final sum's noise, the
-        count noise, the rounding), **not** the clipping bias ``θ_g − x̄_g`` (``extra["outside"]``
-        says about how many rows were clipped) nor the sampling error. ``extra``: ``n_hat``
-        (noisy counts), ``clip_radius`` (``R_g``), ``center`` (``ĉ_g``), ``radius`` (``r_g``),
-        ``outside`` (noisy count of rows beyond ``R_g``), ``m_hat`` (noisy core sizes), all public.
+        *clipped* mean ``θ_g = ĉ_g + (1/n_g)·Σ clip(x − ĉ_g, −R_lo, R_hi)`` (the final sum's noise, the
+        count noise, the rounding), **not** the clipping bias ``θ_g − x̄_g`` (``extra["clip_low"]``,
+        ``extra["clip_high"]``: the clipping range ``[ĉ − R_lo, ĉ + R_hi]``) nor the sampling error. ``extra``: ``n_hat``
+        (noisy counts), ``clip_radius`` (``max(R_lo, R_hi)``), ``center`` (``ĉ_g``), ``radius`` (``r_g``),
+        ``clip_low``/``clip_high``, ``m_hat`` (noisy core sizes), all public.
 
     Privacy
     -------
