@@ -305,7 +305,9 @@ def _cast_keys(texts: list[str], duckdb_type: str) -> list[Any]:
 @click.option("--quantile", "quantiles", multiple=True, metavar="COL:Q[:LO:HI]",
               help="The Q-quantile of COL, within [LO, HI] if given (repeatable).")
 @click.option("--where", "where_sql", default=None, metavar="SQL",
-              help="Public row filter: a SQL boolean expression over the file's columns (a row whose evaluation fails is dropped).")
+              help="Public row filter: a SQL boolean expression over the file's columns (a row whose evaluation fails is "
+                   "dropped). CSV columns are text: CAST them to compare numbers, e.g. "
+                   "--where \"TRY_CAST(age AS DOUBLE) >= 18\" (plain 'age >= 18' is refused for a CSV file).")
 @click.option("--domain", type=click.Path(dir_okay=False, path_type=Path),
               help="Public keys: a CSV file with the --by columns as header, one key per row. Absent → keys selected privately (needs --delta).")
 @click.option("--privacy-unit", "privacy_unit", default=None, metavar="COL",
