@@ -50,6 +50,14 @@ def test_where_type_error_on_a_dataframe_is_a_where_error():
         privagg.aggregate(df, by="g", metrics=[privagg.count()], epsilon=1, domain=["a", "b"], where="s > 3", rng=0)
 
 
+def test_where_on_a_categorical_column_still_binds():
+    # negative control of the binding: a pandas categorical is an ENUM in DuckDB, compared as text
+    df = pd.DataFrame({"g": ["a", "b", "a"], "c": pd.Categorical(["u", "v", "u"])})
+    rel = privagg.aggregate(df, by="g", metrics=[privagg.count()], epsilon=1e3, domain=["a", "b"],
+                            where="c = 'u'", rng=0)
+    assert rel.groups["count"].tolist() == [2.0, 0.0]
+
+
 # --- csv= -----------------------------------------------------------------------------------------
 
 

@@ -508,6 +508,8 @@ def open_table(table: Any, *, by: Sequence[str], units: Any, columns: Sequence[s
     visible = [n for n in names if n != _UNIT_COLUMN]
     # bound to the schema now: a type error (a CSV text column compared with a number) is a
     # ParameterError naming 'where' here, not a failed read later
-    where_sql = check_where(where, visible, where=caller, types={n: src.types[n] for n in visible})
+    # (an ENUM column — a pandas categorical — binds as the VARCHAR it compares like)
+    bind_types = {n: "VARCHAR" if src.types[n].startswith("ENUM(") else src.types[n] for n in visible}
+    where_sql = check_where(where, visible, where=caller, types=bind_types)
     return GroupedTable(src, list(by), unit, list(columns), where_sql, caller, memory_limit)
 
