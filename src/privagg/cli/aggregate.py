@@ -41,15 +41,15 @@ from ..accounting._exact import as_float
 from ..engines import duckdb as duckdb_engine
 from ..engines.where import check_where
 from ..errors import ParameterError
+from ..mechanisms._aggregate_plot import MAX_PLOT_GROUPS
 from . import _guard
 from ._output import literal_text, plot_target, save_figure
 from ._params import as_number, csv_dialect, csv_options, number_option
 from ._render import dumps, format_float, plain_console, visible
 
-__all__ = ["aggregate", "split_escaped"]
+__all__ = ["MAX_PLOT_GROUPS", "aggregate", "split_escaped"]
 
 WHERE = "aggregate"
-MAX_PLOT_GROUPS = 40
 _MAX_BOUND = 1 << 20
 
 
@@ -305,7 +305,9 @@ def _cast_keys(texts: list[str], duckdb_type: str) -> list[Any]:
 @click.option("--quantile", "quantiles", multiple=True, metavar="COL:Q[:LO:HI]",
               help="The Q-quantile of COL, within [LO, HI] if given (repeatable).")
 @click.option("--where", "where_sql", default=None, metavar="SQL",
-              help="Public row filter: a SQL boolean expression over the file's columns (a row whose evaluation fails is dropped).")
+              help="Public row filter: a SQL boolean expression over the file's columns (a row whose evaluation fails is "
+                   "dropped). CSV columns are text: CAST them to compare numbers, e.g. "
+                   "--where \"TRY_CAST(age AS DOUBLE) >= 18\" (plain 'age >= 18' is refused for a CSV file).")
 @click.option("--domain", type=click.Path(dir_okay=False, path_type=Path),
               help="Public keys: a CSV file with the --by columns as header, one key per row. Absent → keys selected privately (needs --delta).")
 @click.option("--privacy-unit", "privacy_unit", default=None, metavar="COL",
@@ -448,12 +450,6 @@ def _show(release: Any, *, file: Path, as_json: bool, rows: int, plot: Path | No
             click.echo(f"wrote {visible(plot)}", err=True)
 
 
-def _key_texts(groups: Any, by: list[str], n: int) -> list[str]:
-    """The first ``n`` keys as escaped text (tuples joined by ', ')."""
-    cols = [groups[c].iloc[:n].tolist() for c in by]
-    return [visible(", ".join(_text(v) for v in parts)) for parts in zip(*cols)]
-
-
 def _text(value: Any) -> str:
     if isinstance(value, bytes):  # a binary key: undecodable bytes become surrogates, shown as \udcXX
         return value.decode("utf-8", errors="surrogateescape")
@@ -504,8 +500,12 @@ def _print_table(release: Any, *, file: Path, rows: int) -> None:
     for name in by:
         table.add_column(Text(visible(name)))
     names = list(release.metrics)
+    from ..mechanisms._aggregate_plot import interval_kind
+
+    kinds = {name: interval_kind(release, name) for name in names}
     for name in names:
-        table.add_column(Text(visible(name) + " [95% interval]"), justify="right")
+        label = " [grid cell]" if kinds[name] == "grid_cell" else " [95% noise]"
+        table.add_column(Text(visible(name) + label), justify="right")
     cells = []
     for name in names:
         values = groups[name].iloc[:n].tolist()
@@ -521,6 +521,15 @@ def _print_table(release: Any, *, file: Path, rows: int) -> None:
         console.print(Text(f"… {len(groups) - n:,} more groups (use --json for all, --rows to show more)"))
     elif len(groups) == 0:
         console.print(Text("no group was released"))
+    notes = []
+    if any(k == "noise95" for k in kinds.values()):
+        notes.append("[95% noise]: holds the value without noise with probability ≥ 95% per group "
+                     "(noise only: not clamping bias or sampling error)")
+    if any(k == "grid_cell" for k in kinds.values()):
+        notes.append("[grid cell]: the quantile's neighbouring candidates (its resolution), not a "
+                     "confidence interval")
+    for note in notes:
+        console.print(Text(note))
     for name in names:  # why groups are ⊥ (public sentences)
         if name + "_reason" in groups:
             reasons = groups[name + "_reason"].dropna().unique().tolist()
@@ -529,32 +538,8 @@ def _print_table(release: Any, *, file: Path, rows: int) -> None:
 
 
 def plot_figure(release: Any) -> Any:
-    """One bar chart per metric (rows), the released value and its interval per group, for at
-    most the first :data:`MAX_PLOT_GROUPS` groups in the release's order; keys drawn escaped."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    """The release's figure (:func:`privagg.mechanisms._aggregate_plot.figure`, shared with
+    :meth:`privagg.AggregateRelease.plot`)."""
+    from ..mechanisms._aggregate_plot import figure
 
-    by = list(release.by) if not isinstance(release.by, str) else [release.by]
-    groups = release.groups
-    names = list(release.metrics)
-    n = min(MAX_PLOT_GROUPS, len(groups))
-    fig = Figure(figsize=(max(6.0, 0.3 * n + 2), 2.8 * max(1, len(names)) + 0.6))
-    FigureCanvasAgg(fig)
-    labels = _key_texts(groups, by, n)
-    x = np.arange(n)
-    for i, name in enumerate(names):
-        ax = fig.add_subplot(len(names), 1, i + 1)
-        value = np.asarray(groups[name].iloc[:n], dtype=np.float64)
-        low = np.asarray(groups[name + "_low"].iloc[:n], dtype=np.float64) if name + "_low" in groups else value
-        high = np.asarray(groups[name + "_high"].iloc[:n], dtype=np.float64) if name + "_high" in groups else value
-        shown = np.where(np.isfinite(value), value, 0.0)
-        ax.bar(x, shown, color="#4878a8")
-        err_lo = np.where(np.isfinite(low) & np.isfinite(value), np.maximum(value - low, 0), 0.0)
-        err_hi = np.where(np.isfinite(high) & np.isfinite(value), np.maximum(high - value, 0), 0.0)
-        ax.errorbar(x, shown, yerr=[err_lo, err_hi], fmt="none", ecolor="black", capsize=2, lw=0.8)
-        ax.set_ylabel(visible(name) + " (95% interval)", fontsize=8)
-        ax.set_xticks(x, labels if i == len(names) - 1 else [""] * n, rotation=90, fontsize=7)
-    fig.suptitle(visible(f"private aggregates by {', '.join(by)}"
-                         + (f" (first {n} of {len(groups)} groups)" if len(groups) > n else "")), fontsize=9)
-    fig.tight_layout()
-    return fig
+    return figure(release)

@@ -478,6 +478,9 @@ def open_table(table: Any, *, by: Sequence[str], units: Any, columns: Sequence[s
                        "an array")
         src = _describe_file(table, caller, csv)
     else:
+        if csv is not None:
+            raise fail(caller, "csv", "None for an in-memory table (a CSV dialect is for a CSV file)",
+                       type(csv).__name__)
         src = _describe_memory(table, caller, units)
     names = list(src.types)
     shown = ", ".join(repr(n) for n in names[:12]) + (f", ... ({len(names)} columns)" if len(names) > 12 else "")
@@ -503,6 +506,10 @@ def open_table(table: Any, *, by: Sequence[str], units: Any, columns: Sequence[s
     from .where import check_where
 
     visible = [n for n in names if n != _UNIT_COLUMN]
-    where_sql = check_where(where, visible, where=caller)
+    # bound to the schema now: a type error (a CSV text column compared with a number) is a
+    # ParameterError naming 'where' here, not a failed read later
+    # (an ENUM column — a pandas categorical — binds as the VARCHAR it compares like)
+    bind_types = {n: "VARCHAR" if src.types[n].startswith("ENUM(") else src.types[n] for n in visible}
+    where_sql = check_where(where, visible, where=caller, types=bind_types)
     return GroupedTable(src, list(by), unit, list(columns), where_sql, caller, memory_limit)
 

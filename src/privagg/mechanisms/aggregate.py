@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from .._validate import check_choice, check_positive_int, fail
+from ..errors import ParameterError
 from ..accounting._exact import exact
 from ..accounting.loss import PrivacyLoss
 from .grouped import Contribution, MetricResult
@@ -96,6 +97,18 @@ class _Metric:
         """Whether a group's release can be ⊥ (then ``<name>_ok`` / ``<name>_reason`` columns)."""
         return False
 
+    @property
+    def interval(self) -> str:
+        """What ``<name>_low`` / ``<name>_high`` are: ``"noise95"`` (a 95 % interval of the noise
+        only: not the clamping bias nor the sampling error) or ``"grid_cell"`` (the resolution
+        cell of the released value; it does not bound the noise)."""
+        return "noise95"
+
+    def plan(self, eps: Fraction, dlt: Fraction, contribution: Contribution) -> None:
+        """Every public check of the metric's primitive at its share (ε, δ) (ParameterError), so
+        that :meth:`run` cannot fail after the ledger is charged."""
+        raise NotImplementedError  # pragma: no cover - overridden
+
 
 @dataclass(frozen=True)
 class Count(_Metric):
@@ -105,6 +118,11 @@ class Count(_Metric):
     @property
     def name(self) -> str:
         return "count"
+
+    def plan(self, eps: Fraction, dlt: Fraction, contribution: Contribution) -> None:
+        from .grouped_bounded import count_plan
+
+        count_plan(epsilon=eps, contribution=contribution)
 
     def run(self, cand: Any, eps: Fraction, dlt: Fraction, contribution: Contribution, gen: Any) -> MetricResult:
         from .grouped_bounded import noisy_counts
@@ -126,6 +144,11 @@ class Sum(_Metric):
     @property
     def name(self) -> str:
         return f"sum_{self.column}"
+
+    def plan(self, eps: Fraction, dlt: Fraction, contribution: Contribution) -> None:
+        from .grouped_bounded import sum_plan
+
+        sum_plan(lower=self.bounds[0], upper=self.bounds[1], epsilon=eps, contribution=contribution)
 
     def run(self, cand: Any, eps: Fraction, dlt: Fraction, contribution: Contribution, gen: Any) -> MetricResult:
         from .grouped_bounded import clamped_sums
@@ -158,6 +181,16 @@ class Mean(_Metric):
     @property
     def can_fail(self) -> bool:
         return True
+
+    def plan(self, eps: Fraction, dlt: Fraction, contribution: Contribution) -> None:
+        if self.bounds is None:
+            from .grouped_mean import friendly_means_plan
+
+            friendly_means_plan(eps, dlt, contribution)
+        else:
+            from .grouped_bounded import mean_plan
+
+            mean_plan(lower=self.bounds[0], upper=self.bounds[1], epsilon=eps, contribution=contribution)
 
     def run(self, cand: Any, eps: Fraction, dlt: Fraction, contribution: Contribution, gen: Any) -> MetricResult:
         gv = cand.values[self.column]
@@ -194,6 +227,17 @@ class Quantile(_Metric):
     @property
     def can_fail(self) -> bool:
         return True
+
+    @property
+    def interval(self) -> str:
+        return "grid_cell"
+
+    def plan(self, eps: Fraction, dlt: Fraction, contribution: Contribution) -> None:
+        from . import grouped_quantile as gq
+
+        a, b = gq.rational_q(self.q)
+        box = gq._check_bounds(self.bounds)
+        gq.stage_scales(a, b, eps, contribution, bounded=box is not None)
 
     def run(self, cand: Any, eps: Fraction, dlt: Fraction, contribution: Contribution, gen: Any) -> MetricResult:
         from .grouped_quantile import quantiles
@@ -305,6 +349,11 @@ class AggregateRelease:
         {step: (Fraction, Fraction)}.
     extra : dict
         {metric: {name: array}}: further public per-group arrays of the metrics (e.g. ``n_hat``).
+    intervals : dict
+        {metric: kind}: what its ``_low`` / ``_high`` columns are — ``"noise95"`` (counts, sums,
+        means: holds the value without noise with probability ≥ 95 % per group; noise only, not
+        the clamping bias nor the sampling error) or ``"grid_cell"`` (quantiles: the neighbouring
+        candidates of the released one, its resolution; it does not bound the noise).
     """
 
     groups: Any
@@ -322,6 +371,7 @@ class AggregateRelease:
     selection: str
     split_exact: dict[str, tuple[Fraction, Fraction]] = field(default_factory=dict, repr=False)
     extra: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+    intervals: dict[str, str] = field(default_factory=dict, repr=False)
 
     def to_pandas(self) -> Any:
         """A copy of :attr:`groups`."""
@@ -333,9 +383,24 @@ class AggregateRelease:
 
         return pl.from_pandas(self.groups)
 
+    def plot(self, path: Any = None) -> Any:
+        """A bar chart per metric: the released value and its interval (labelled ``95% noise
+        interval`` or ``grid cell``, see :attr:`intervals`) for the first 40 groups, keys escaped.
+        Saves to ``path`` when given (format from its suffix) and returns the matplotlib Figure."""
+        from ._aggregate_plot import figure
+
+        fig = figure(self)
+        if path is not None:
+            from ..cli._output import literal_text
+
+            with literal_text():
+                fig.savefig(path, dpi=120)
+        return fig
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: ``{"mechanism": "aggregate", "epsilon", "delta", "by", "split", "groups": [...]}``
-        (NaN → None, numpy scalars → Python, dates → ISO text) plus the other public fields."""
+        (NaN → None, numpy scalars → Python, dates → ISO text) plus the other public fields, among
+        them ``"intervals"``: {metric: ``"noise95"`` | ``"grid_cell"``} (:attr:`intervals`)."""
         columns = {c: _json_column(self.groups[c].to_numpy()) for c in self.groups.columns}
         n = len(self.groups)
         rows = [{c: columns[c][i] for c in self.groups.columns} for i in range(n)]  # released rows only
@@ -346,6 +411,7 @@ class AggregateRelease:
             "by": list(self.by),
             "metrics": list(self.metrics),
             "split": {k: {"epsilon": e, "delta": d} for k, (e, d) in self.split.items()},
+            "intervals": {m: self.intervals.get(m, "noise95") for m in self.metrics},
             "neighbors": self.neighbors,
             "unit": self.unit,
             "max_groups_per_unit": self.max_groups_per_unit,
@@ -458,6 +524,7 @@ def aggregate(
     where: str | None = None,
     rng: Any = None,
     ledger: Any = None,
+    csv: Any = None,
 ) -> AggregateRelease:
     """Differentially private group-by: every metric for every released group, in one pass.
 
@@ -491,12 +558,20 @@ def aggregate(
         {step: weight > 0} for the split (steps: ``"selection"`` and the metric names).
     where : str, optional
         A public SQL filter over the table's columns (checked by
-        :func:`privagg.engines.where.check_where`; 1-stable).
+        :func:`privagg.engines.where.check_where`; 1-stable; a row whose evaluation fails is
+        dropped). It is bound to the table's column types before anything is read, so a type
+        error is a ParameterError naming ``'where'``. Every column of a CSV file is text
+        (VARCHAR, by design: keys are kept as written), so compare it with a string
+        (``"city = 'Oslo'"``) or CAST it for a numeric comparison:
+        ``where="TRY_CAST(age AS DOUBLE) >= 18"`` (``"age >= 18"`` is refused for a CSV file).
     rng : None, int, SeedSequence or Generator
         ``None``: the secure generator (``secure=True``).
     ledger : privagg.accounting.Ledger, optional
         Charged once with the total (ε, δ) after every check and every read of the data, before
         any noise; after the charge nothing can fail.
+    csv : privagg.engines.duckdb.CsvOptions, optional
+        The dialect of a CSV file (delimiter, encoding, quote); None: the default (``,``, UTF-8,
+        ``"``). Only for a file path.
 
     Returns
     -------
@@ -505,7 +580,9 @@ def aggregate(
     Raises
     ------
     ParameterError
-        Naming the parameter; never because of a value of the data.
+        Naming the parameter; never because of a value of the data. Raised before the ledger is
+        charged — including a metric that refuses its share of the budget (e.g. an ε share so
+        small that the noise scale would overflow) or its bounds.
     BudgetExceededError
         From ``ledger``; nothing is released.
 
@@ -537,6 +614,16 @@ def aggregate(
 
         sel_eps, sel_dlt = selection_parameters(*split["selection"], l0, replace)
         keep_numerators(sel_eps, sel_dlt, where=caller)  # validates ε_sel/k (a public parameter)
+    contribution = Contribution(max_groups=l0, max_rows=linf, replace=replace)
+    for m in mets:  # every metric's own public checks at its share: after the charge nothing fails
+        try:
+            m.plan(*split[m.name], contribution)
+        except ParameterError as exc:
+            e_m, d_m = split[m.name]
+            share = f"ε = {float(e_m):.6g}" + (f", δ = {float(d_m):.6g}" if m.needs_delta else "")
+            raise ParameterError(f"{caller}: the metric {m.name!r} cannot run at its share of the budget "
+                                 f"({share}) with these parameters (raise epsilon/delta or its weight, "
+                                 f"or change its bounds): {exc}") from None
     from ..noise.rng import resolve_rng
 
     gen, secure = resolve_rng(rng, caller)
@@ -544,7 +631,8 @@ def aggregate(
     from ..engines.base import draw_secret
     from ..engines.grouped import open_table
 
-    with open_table(table, by=by_cols, units=units, columns=columns, where=where, caller=caller) as tab:
+    with open_table(table, by=by_cols, units=units, columns=columns, where=where, caller=caller,
+                    csv=csv) as tab:
         secrets = (draw_secret(gen), draw_secret(gen)) if units is not None else (0, 0)
         cand = tab.prepare(domain=dom, max_groups=l0, max_rows=linf, secrets=secrets)
     total_eps = builtins.sum((e for e, _ in split.values()), Fraction(0))
@@ -562,7 +650,6 @@ def aggregate(
 
         keep = select(cand.units, sel_eps, sel_dlt, gen)
         cand = cand.restrict(keep)
-    contribution = Contribution(max_groups=l0, max_rows=linf, replace=replace)
     results = {m.name: (m.run(cand, *split[m.name], contribution, gen) if cand.size else _empty(m))
                for m in mets}
     return _release(cand, by_cols, mets, results, split, loss, secure, neighbors, units is not None, l0, linf,
@@ -597,5 +684,6 @@ def _release(cand: Any, by: tuple[str, ...], mets: tuple[_Metric, ...], results:
         groups=groups, by=by, metrics=tuple(m.name for m in mets), epsilon=float(loss.epsilon),
         delta=float(loss.delta), split={k: (float(e), float(d)) for k, (e, d) in split.items()},
         privacy_loss=loss, secure=secure, neighbors=neighbors, unit=unit, max_groups_per_unit=l0,
-        max_rows_per_group=linf, selection=selection, split_exact=dict(split), extra=extra)
+        max_rows_per_group=linf, selection=selection, split_exact=dict(split), extra=extra,
+        intervals={m.name: m.interval for m in mets})
 
