@@ -23,7 +23,7 @@ Steps (:meth:`SparkGroupedTable.prepare`), as in the DuckDB engine:
    **broadcast-joined** (rows with other keys drop out: 1-stable); without, the distinct keys
    (``groupBy``), numbered by ``row_number() OVER (ORDER BY k0, k1, …)``: Spark's ascending order of
    the keys, the same canonical order as DuckDB's ``ORDER BY`` (binary order of strings, numeric
-   order otherwise; no NULL key is left).
+   order otherwise; no NULL key is left); their keys and counts are fetched in one job.
 3. **bounding** (units only), with window functions ordered by keyed hashes: every present
    (unit, group) pair gets ``π(u, k) = xxhash64(s1, u, k0, k1, …)`` and each unit keeps the
    ``max_groups`` pairs of smallest (π, k) (``row_number() OVER (PARTITION BY u ORDER BY π, k)``);
@@ -40,7 +40,8 @@ Steps (:meth:`SparkGroupedTable.prepare`), as in the DuckDB engine:
 4. **counts** per group (``groupBy``): bounded rows and distinct units (record level: rows); the
    candidates' counts reach the driver (as with DuckDB: the key selection and ``count()`` run there).
 5. **values**: the (group id, v0, v1, …) rows of the candidate groups are collected to the driver
-   with one Arrow fetch, ordered by the group id (a global sort on one integer), then per metric
+   with one Arrow fetch and ordered by the group id there (numpy's stable radix sort on one integer:
+   no Spark range-partitioning job), then per metric
    column the finite values. **A documented limit**: the metric primitives are numpy on the driver,
    so the driver sees the (bounded) metric values of the candidate groups — keys, counts and
    bounding run in Spark, the values do not stay there. (With ``count()`` only, nothing but the
@@ -109,6 +110,7 @@ class SparkGroupedTable:
         self.unit = None if unit is None else unit.column
         self._persisted: list[Any] = []
         self._dom_size = 0
+        self._keys: list[np.ndarray] = []
 
     def __enter__(self) -> SparkGroupedTable:
         return self
@@ -217,18 +219,16 @@ class SparkGroupedTable:
                                           t.join(grp.select("i", *keys), on=keys).select("i", *vals))
         else:
             grp, rows, n_rows, n_units = self._bound(t, keys, vals, dom_frame, max_groups, max_rows, secrets)
-        if dom_keys is None:
-            table = self._collect(grp.select(*keys).orderBy("i"))
-            key_arrays = [_keys_to_numpy(table.column(k)) for k in keys]
-        else:
-            key_arrays = dom_keys
+        key_arrays = dom_keys if dom_keys is not None else self._keys
         n_groups = int(n_rows.shape[0])
         values: dict[str, GroupedValues] = {}
         if vals and rows is not None:
-            res = self._collect(rows.orderBy("i"))
+            res = self._collect(rows)  # one fetch; ordered by the group id here (a stable radix sort)
             group = res.column("i").to_numpy().astype(np.int64, copy=False)
+            order = np.argsort(group, kind="stable")
+            group = group[order]
             for c, v in zip(self.columns, vals, strict=True):
-                x = np.asarray(res.column(v).to_numpy(zero_copy_only=False), dtype=np.float64)  # NULL → NaN
+                x = np.asarray(res.column(v).to_numpy(zero_copy_only=False), dtype=np.float64)[order]  # NULL → NaN
                 finite = np.isfinite(x)
                 values[c] = GroupedValues(group=group[finite], values=x[finite], n_groups=n_groups)
         return Candidates(keys=key_arrays, rows=n_rows, units=n_units, values=values)
@@ -242,8 +242,15 @@ class SparkGroupedTable:
         if dom_frame is None:
             order = Window.orderBy(*[F.col(k).asc() for k in keys])
             grp = self._persist(grouped.withColumn("i", (F.row_number().over(order) - 1).cast("long")))
-            table = self._collect(grp.select("i", *counts))
+            table = self._collect(grp.select("i", *keys, *counts))  # in the order of i (one sorted partition)
             size = table.num_rows
+            index = table.column("i").to_numpy().astype(np.intp)
+            self._keys = [np.empty(0)] * len(keys)
+            for k in keys:
+                arr = _keys_to_numpy(table.column(k))
+                out_k = arr.copy()
+                out_k[index] = arr
+                self._keys[keys.index(k)] = out_k
         else:
             grp = dom_frame
             table = self._collect(grouped.join(F.broadcast(dom_frame), on=keys).select("i", *counts))
