@@ -475,7 +475,8 @@ def open_table(table: Any, *, by: Sequence[str], units: Any, columns: Sequence[s
     if type(table).__module__.startswith("pyspark.sql") and type(table).__name__ == "DataFrame":  # issue 14
         from .spark_grouped import open_spark_table
 
-        return open_spark_table(table, by=by, units=units, columns=columns, where=where, caller=caller)  # type: ignore[return-value]
+        return open_spark_table(table, by=by, units=units, columns=columns, where=where,  # type: ignore[return-value]
+                                caller=caller)
     if isinstance(table, (str, Path)):
         if units is not None and not isinstance(units, str):
             raise fail(caller, "units", "a column name for a file (an array cannot be aligned with its records)",

@@ -56,6 +56,7 @@ the DataFrame with Spark itself (a public, row-wise filter is 1-stable) before c
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -282,10 +283,10 @@ class SparkGroupedTable:
         grp, (n_rows, n_units) = self._groups(grouped, keys, dom_frame, ["n", "m"])
         if not vals:
             return grp, None, n_rows, n_units
-        cond = [t["u"].eqNullSafe(kp["u"])] + [t[k] == kp[k] for k in keys]
-        tk = t.alias("t").join(kp.alias("kp"), on=cond).select(
-            F.col("t.u").alias("u"), *[F.col("t." + k).alias(k) for k in keys], *[F.col("t." + v).alias(v) for v in vals],
-            F.col("kp.r_all").alias("r_all"))
+        # the rows of the kept pairs (kp renamed: no self-join ambiguity; a NULL unit is one unit)
+        kr = kp.select(F.col("u").alias("p_u"), *[F.col(k).alias("p_" + k) for k in keys], "r_all")
+        cond = [F.col("u").eqNullSafe(F.col("p_u"))] + [F.col(k) == F.col("p_" + k) for k in keys]
+        tk = t.join(kr, on=functools.reduce(lambda a, b: a & b, cond)).select("u", *keys, *vals, "r_all")
         whole = tk.where(F.col("r_all") <= F.lit(int(linf))).select(*keys, *vals)
         row_prio = F.xxhash64(F.col("s2"), F.col("u"), *[F.col(k) for k in keys], *[F.col(v) for v in vals])
         by_row = Window.partitionBy("u", *keys).orderBy(row_prio, *[F.col(v) for v in vals])
