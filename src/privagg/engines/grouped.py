@@ -6,6 +6,7 @@ schema from the CSV header only, the same lenient reader, dialect and invalid-UT
 malformed record has NULL keys and is dropped), a pandas or polars DataFrame, a pyarrow Table or a
 DuckDB relation (registered in a private DuckDB connection). Every input then goes through the
 same SQL, so the same data and the same seed give the same release whatever the container.
+A Spark DataFrame is handed to :mod:`privagg.engines.spark_grouped` (the same steps in Spark).
 
 What is public: the schema (column names and DuckDB types), the parameters, the domain. Messages
 name columns and types, never a value.
