@@ -6,6 +6,7 @@ schema from the CSV header only, the same lenient reader, dialect and invalid-UT
 malformed record has NULL keys and is dropped), a pandas or polars DataFrame, a pyarrow Table or a
 DuckDB relation (registered in a private DuckDB connection). Every input then goes through the
 same SQL, so the same data and the same seed give the same release whatever the container.
+A Spark DataFrame is handed to :mod:`privagg.engines.spark_grouped` (the same steps in Spark).
 
 What is public: the schema (column names and DuckDB types), the parameters, the domain. Messages
 name columns and types, never a value.
@@ -472,6 +473,11 @@ def open_table(table: Any, *, by: Sequence[str], units: Any, columns: Sequence[s
     ParameterError
         Naming ``table``, ``by``, ``units``, ``metrics`` or ``where``; never a value of the data.
     """
+    if type(table).__module__.startswith("pyspark.sql") and type(table).__name__ == "DataFrame":  # issue 14
+        from .spark_grouped import open_spark_table
+
+        return open_spark_table(table, by=by, units=units, columns=columns, where=where,  # type: ignore[return-value]
+                                caller=caller)
     if isinstance(table, (str, Path)):
         if units is not None and not isinstance(units, str):
             raise fail(caller, "units", "a column name for a file (an array cannot be aligned with its records)",

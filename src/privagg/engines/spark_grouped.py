@@ -1,0 +1,335 @@
+"""The engine of :func:`privagg.aggregate` for a Spark DataFrame (``pip install 'privagg[spark]'``):
+the same steps as :mod:`privagg.engines.grouped` (DuckDB), as Spark jobs, and the same
+:class:`~privagg.engines.grouped.Candidates` for the driver's metrics.
+
+:func:`privagg.engines.grouped.open_table` hands a Spark DataFrame to :func:`open_spark_table`;
+everything after (budget split, selection, the metrics, the ledger) is the code the DuckDB path
+runs, unchanged.
+
+What is public: the DataFrame's schema (column names and Spark types), the parameters, the domain.
+Messages name columns and types, never a value; a Spark failure is reported by its error class only
+(Spark's own text may quote data).
+
+Steps (:meth:`SparkGroupedTable.prepare`), as in the DuckDB engine:
+
+1. **rows** ``t``: the canonical key of every ``by`` column (:func:`privagg.engines.spark._key`:
+   −0.0 → 0.0 and NaN → NULL for floats; types other than boolean, integers, float, double,
+   string and date keyed by their exact text), the unit (canonical the same way; a NULL unit is one
+   unit), each metric column ``CAST AS DOUBLE``; rows with a NULL key are dropped. Persisted on the
+   executors (memory, then disk): it is read more than once.
+2. **groups**: with a public domain, the domain's keys cast exactly to the key types on the driver
+   (pyarrow, ``safe=True``; a key that does not cast, or two keys equal after the cast, is a
+   ParameterError naming ``domain``, raised before any Spark job), numbered in the domain's order and
+   **broadcast-joined** (rows with other keys drop out: 1-stable); without, the distinct keys
+   (``groupBy``), numbered by ``row_number() OVER (ORDER BY k0, k1, …)``: Spark's ascending order of
+   the keys, the same canonical order as DuckDB's ``ORDER BY`` (binary order of strings, numeric
+   order otherwise; no NULL key is left); their keys and counts are fetched in one job.
+3. **bounding** (units only), with window functions ordered by keyed hashes: every present
+   (unit, group) pair gets ``π(u, k) = xxhash64(s1, u, k0, k1, …)`` and each unit keeps the
+   ``max_groups`` pairs of smallest (π, k) (``row_number() OVER (PARTITION BY u ORDER BY π, k)``);
+   a kept pair with at most ``max_rows`` rows keeps them all, in the others the rows are ranked by
+   ``xxhash64(s2, u, k…, v…)`` (the row's own metric values; ties broken by the values) and the
+   ``max_rows`` smallest are kept. The secrets enter the plan as a one-row DataFrame (never a
+   literal: :func:`privagg.engines.spark._secret_frame`). Spark cannot evaluate DuckDB's ``hash()``,
+   so **the kept subsets differ from DuckDB's for the same secrets; the law is the same**: for fresh
+   secrets each unit keeps a (pseudo-)uniformly random set of ``max_groups`` of its groups and, in
+   each, of ``max_rows`` of its rows, and a unit's kept rows are a function of its own rows and of
+   the secrets only — adding or removing a unit changes no other unit's kept rows, for every
+   secret (the property docs/proofs/aggregate.md §3 uses). When no unit exceeds the bounds nothing
+   is dropped and the two engines agree exactly.
+4. **counts** per group (``groupBy``): bounded rows and distinct units (record level: rows); the
+   candidates' counts reach the driver (as with DuckDB: the key selection and ``count()`` run there).
+5. **values**: the (group id, v0, v1, …) rows of the candidate groups are collected to the driver
+   with one Arrow fetch and ordered by the group id there (numpy's stable radix sort on one integer:
+   no Spark range-partitioning job), then per metric
+   column the finite values. **A documented limit**: the metric primitives are numpy on the driver,
+   so the driver sees the (bounded) metric values of the candidate groups — keys, counts and
+   bounding run in Spark, the values do not stay there. (With ``count()`` only, nothing but the
+   counts is fetched.)
+
+``where=`` is refused with a Spark DataFrame (a ParameterError before any job):
+:func:`privagg.engines.where.check_where` rebuilds a **DuckDB** SQL expression, and Spark SQL gives
+the same text other meanings (backslash escapes in strings, ``^``, ``//``, integer overflow and
+division by zero, function names), so running it in Spark would not be the checked filter. Filter
+the DataFrame with Spark itself (a public, row-wise filter is 1-stable) before calling.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .._validate import fail
+from ..errors import ParameterError
+from ..mechanisms.grouped import GroupedValues
+from .grouped import Candidates
+from .spark import (
+    _FLOATS,
+    _REFUSED,
+    SparkColumn,
+    _import_spark,
+    _key,
+    _keys_to_numpy,
+    _quoted,
+    _Quiet,
+    _secret_frame,
+    _spark_errors,
+    describe_column,
+)
+
+__all__ = ["SparkGroupedTable", "open_spark_table"]
+
+_NUMERIC = {"ByteType", "ShortType", "IntegerType", "LongType", "FloatType", "DoubleType", "DecimalType"}
+
+
+def _failure(caller: str, exc: BaseException) -> ParameterError:
+    """Our message for a Spark failure: its error class only (Spark's text may quote data)."""
+    label = type(exc).__name__
+    getter = getattr(exc, "getCondition", None) or getattr(exc, "getErrorClass", None)
+    if callable(getter):
+        try:
+            condition = getter()
+        except Exception:  # pragma: no cover - defensive: the message is ours either way
+            condition = None
+        if isinstance(condition, str) and condition and all(ch.isalnum() or ch in "_." for ch in condition):
+            label = condition
+    return ParameterError(f"{caller}: parameter 'table' must be a Spark DataFrame that Spark can evaluate; "
+                          f"Spark failed ({label}).")
+
+
+class SparkGroupedTable:
+    """A Spark DataFrame opened for :func:`privagg.aggregate` (schema checked; nothing run yet).
+    The interface of :class:`privagg.engines.grouped.GroupedTable`."""
+
+    def __init__(self, frame: Any, by: list[SparkColumn], unit: SparkColumn | None, columns: list[str],
+                 caller: str) -> None:
+        self.frame, self.by_info, self.unit_info, self.columns, self._caller = frame, by, unit, columns, caller
+        self.by = [c.column for c in by]
+        self.unit = None if unit is None else unit.column
+        self._persisted: list[Any] = []
+        self._dom_size = 0
+        self._keys: list[np.ndarray] = []
+
+    def __enter__(self) -> SparkGroupedTable:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for frame in self._persisted:
+            try:
+                frame.unpersist()
+            except Exception:  # pragma: no cover - a stopped session: nothing to free
+                pass
+        self._persisted = []
+
+    def key_types(self) -> list[str]:
+        """The Spark types of the ``by`` columns as keyed (non-native types: string)."""
+        return [c.key_type.simpleString() for c in self.by_info]
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _persist(self, frame: Any) -> Any:
+        from pyspark import StorageLevel
+
+        frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
+        self._persisted.append(frame)
+        return frame
+
+    def _collect(self, frame: Any) -> Any:
+        with _Quiet():
+            try:
+                return frame.toArrow()
+            except _spark_errors() as exc:
+                raise _failure(self._caller, exc) from None
+
+    def _domain_frame(self, domain: list[list[Any]], keys: list[str]) -> tuple[Any, list[np.ndarray]]:
+        """(i, k0, …): the domain cast exactly to the key types (driver, pyarrow; no Spark job)."""
+        import pyarrow as pa
+        from pyspark.sql.pandas.types import to_arrow_type
+
+        caller = self._caller
+        arrays = []
+        for col, info in zip(domain, self.by_info, strict=True):
+            target = to_arrow_type(info.key_type)
+            try:
+                source = pa.array(list(col))
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError,
+                    OverflowError):
+                raise fail(caller, "domain", "keys of one scalar type per 'by' column", "keys of mixed types") from None
+            try:
+                cast = source.cast(target, safe=True)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError,
+                    OverflowError):
+                types = ", ".join(c.key_type.simpleString() for c in self.by_info)
+                raise fail(caller, "domain", f"keys of the 'by' columns' types ({types})", "keys it could not cast") \
+                    from None
+            if info.type_name in _FLOATS:  # canonical like the column: −0.0 → 0.0 (NaN was refused)
+                values = cast.to_numpy(zero_copy_only=False) + 0.0
+                cast = pa.array(values, type=target)
+            arrays.append(cast)
+        table = pa.table({k: a for k, a in zip(keys, arrays, strict=True)}
+                         | {"i": pa.array(np.arange(len(domain[0]), dtype=np.int64))})
+        dup = table.group_by(keys).aggregate([("i", "min"), ("i", "count")])
+        dup = dup.filter(pa.compute.greater(dup.column("i_count"), 1))
+        if dup.num_rows:
+            first = int(pa.compute.min(dup.column("i_min")).as_py())
+            key = tuple(col[first] for col in domain)
+            raise fail(caller, "domain", "distinct keys (after the cast to the columns' types)",
+                       key if len(key) > 1 else key[0])
+        out = []
+        for col in domain:
+            arr = np.empty(len(col), dtype=object)
+            arr[:] = list(col)
+            out.append(arr)
+        with _Quiet():
+            frame = self.frame.sparkSession.createDataFrame(table)
+        self._dom_size = len(domain[0])
+        return frame, out
+
+    # -- the work --------------------------------------------------------------------------
+    def prepare(self, *, domain: list[list[Any]] | None = None, max_groups: int = 1, max_rows: int = 1,
+                secrets: tuple[int, int] = (0, 0)) -> Candidates:
+        """Rows, groups, bounding, counts and values (module docstring, steps 1–5)."""
+        from pyspark.sql import functions as F
+
+        keys = [f"k{i}" for i in range(len(self.by))]
+        vals = [f"v{j}" for j in range(len(self.columns))]
+        dom_frame, dom_keys = self._domain_frame(domain, keys) if domain is not None else (None, None)
+        select = [_key(info).alias(k) for info, k in zip(self.by_info, keys, strict=True)]
+        if self.unit_info is not None:
+            select.append(_key(self.unit_info).alias("u"))
+        select += [F.col(_quoted(c)).cast("double").alias(v) for c, v in zip(self.columns, vals, strict=True)]
+        present = None
+        for k in keys:
+            cond = F.col(k).isNotNull()
+            present = cond if present is None else present & cond
+        t = self.frame.select(*select).where(present)
+        if dom_frame is not None:  # the broadcast join: rows with other keys drop out
+            t = t.join(F.broadcast(dom_frame), on=keys, how="inner")
+        t = self._persist(t)
+        if self.unit_info is None:
+            grouped = t.groupBy(*keys).agg(F.count(F.lit(1)).cast("long").alias("n"))
+            grp, n_rows = self._groups(grouped, keys, dom_frame, ["n"])
+            n_rows = n_rows[0]
+            n_units = n_rows
+            rows = None if not vals else (t.select("i", *vals) if dom_frame is not None else
+                                          t.join(grp.select("i", *keys), on=keys).select("i", *vals))
+        else:
+            grp, rows, n_rows, n_units = self._bound(t, keys, vals, dom_frame, max_groups, max_rows, secrets)
+        key_arrays = dom_keys if dom_keys is not None else self._keys
+        n_groups = int(n_rows.shape[0])
+        values: dict[str, GroupedValues] = {}
+        if vals and rows is not None:
+            res = self._collect(rows)  # one fetch; ordered by the group id here (a stable radix sort)
+            group = res.column("i").to_numpy().astype(np.int64, copy=False)
+            order = np.argsort(group, kind="stable")
+            group = group[order]
+            for c, v in zip(self.columns, vals, strict=True):
+                x = np.asarray(res.column(v).to_numpy(zero_copy_only=False), dtype=np.float64)[order]  # NULL → NaN
+                finite = np.isfinite(x)
+                values[c] = GroupedValues(group=group[finite], values=x[finite], n_groups=n_groups)
+        return Candidates(keys=key_arrays, rows=n_rows, units=n_units, values=values)
+
+    def _groups(self, grouped: Any, keys: list[str], dom_frame: Any, counts: list[str]
+                ) -> tuple[Any, list[np.ndarray]]:
+        """The group table (i, k…) and the dense count arrays ``counts`` of ``grouped`` (k…, counts…)."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        if dom_frame is None:
+            order = Window.orderBy(*[F.col(k).asc() for k in keys])
+            grp = self._persist(grouped.withColumn("i", (F.row_number().over(order) - 1).cast("long")))
+            table = self._collect(grp.select("i", *keys, *counts))  # in the order of i (one sorted partition)
+            size = table.num_rows
+            index = table.column("i").to_numpy().astype(np.intp)
+            self._keys = [np.empty(0)] * len(keys)
+            for k in keys:
+                arr = _keys_to_numpy(table.column(k))
+                out_k = arr.copy()
+                out_k[index] = arr
+                self._keys[keys.index(k)] = out_k
+        else:
+            grp = dom_frame
+            table = self._collect(grouped.join(F.broadcast(dom_frame), on=keys).select("i", *counts))
+            size = self._dom_size  # known on the driver
+        idx = table.column("i").to_numpy().astype(np.intp)
+        out = []
+        for c in counts:
+            arr = np.zeros(size, dtype=np.int64)
+            arr[idx] = table.column(c).to_numpy().astype(np.int64)
+            out.append(arr)
+        return grp, out
+
+    def _bound(self, t: Any, keys: list[str], vals: list[str], dom_frame: Any, l0: int, linf: int,
+               secrets: tuple[int, int]) -> tuple[Any, Any, np.ndarray, np.ndarray]:
+        """Steps 3–4 with units: (group table, rows (i, v…) or None, bounded rows, units)."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        spark = t.sparkSession
+        s1 = F.broadcast(_secret_frame(spark, secrets[0]).withColumnRenamed("s", "s1"))
+        s2 = F.broadcast(_secret_frame(spark, secrets[1]).withColumnRenamed("s", "s2"))
+        pairs = t.groupBy("u", *keys).agg(F.count(F.lit(1)).cast("long").alias("r_all")).crossJoin(s1)
+        prio = F.xxhash64(F.col("s1"), F.col("u"), *[F.col(k) for k in keys])
+        by_prio = Window.partitionBy("u").orderBy(prio, *[F.col(k) for k in keys])
+        kp = (pairs.withColumn("rank", F.row_number().over(by_prio)).where(F.col("rank") <= F.lit(int(l0)))
+              .select("u", *keys, "r_all", F.least(F.col("r_all"), F.lit(int(linf)).cast("long")).alias("r")))
+        kp = self._persist(kp)
+        grouped = kp.groupBy(*keys).agg(F.sum("r").cast("long").alias("n"), F.count(F.lit(1)).cast("long").alias("m"))
+        grp, (n_rows, n_units) = self._groups(grouped, keys, dom_frame, ["n", "m"])
+        if not vals:
+            return grp, None, n_rows, n_units
+        # the rows of the kept pairs (kp renamed: no self-join ambiguity; a NULL unit is one unit)
+        kr = kp.select(F.col("u").alias("p_u"), *[F.col(k).alias("p_" + k) for k in keys], "r_all")
+        cond = [F.col("u").eqNullSafe(F.col("p_u"))] + [F.col(k) == F.col("p_" + k) for k in keys]
+        tk = t.join(kr, on=functools.reduce(lambda a, b: a & b, cond)).select("u", *keys, *vals, "r_all")
+        whole = tk.where(F.col("r_all") <= F.lit(int(linf))).select(*keys, *vals)
+        row_prio = F.xxhash64(F.col("s2"), F.col("u"), *[F.col(k) for k in keys], *[F.col(v) for v in vals])
+        by_row = Window.partitionBy("u", *keys).orderBy(row_prio, *[F.col(v) for v in vals])
+        ranked = (tk.where(F.col("r_all") > F.lit(int(linf))).crossJoin(s2)
+                  .withColumn("rank", F.row_number().over(by_row)).where(F.col("rank") <= F.lit(int(linf)))
+                  .select(*keys, *vals))
+        rows = whole.unionByName(ranked).join(grp.select("i", *keys), on=keys).select("i", *vals)
+        return grp, rows, n_rows, n_units
+
+
+def open_spark_table(table: Any, *, by: Sequence[str], units: Any, columns: Sequence[str], where: str | None,
+                     caller: str = "aggregate") -> SparkGroupedTable:
+    """Check a Spark DataFrame's schema (public; no Spark job) and return it opened.
+
+    The checks and messages of :func:`privagg.engines.grouped.open_table`; in addition ``units``
+    must be a column name and ``where`` None (module docstring).
+    """
+    _import_spark(caller)
+    fields = {f.name: f.dataType for f in table.schema.fields}
+    names = list(fields)
+    shown = ", ".join(repr(n) for n in names[:12]) + (f", ... ({len(names)} columns)" if len(names) > 12 else "")
+
+    def column(name: Any, param: str) -> str:
+        if not isinstance(name, str) or name not in fields:
+            raise fail(caller, param, f"a column of the table ({shown})", name)
+        if type(fields[name]).__name__ in _REFUSED:
+            raise fail(caller, param, "a column of scalar values (not binary, array, map, struct or variant)",
+                       f"{name!r} of type {fields[name].simpleString()}")
+        return name
+
+    by_info = [describe_column(table, column(c, "by"), where=caller, name="by") for c in by]
+    unit_info = None
+    if units is not None:
+        if not isinstance(units, str):
+            raise fail(caller, "units", "a column name for a Spark DataFrame (its row order is not defined)",
+                       "an array")
+        unit_info = describe_column(table, column(units, "units"), where=caller, name="units")
+    for c in columns:
+        column(c, "metrics")
+        if type(fields[c]).__name__ not in _NUMERIC:
+            raise fail(caller, "metrics", "numeric columns (integer, float or decimal)",
+                       f"{c!r} of type {fields[c].simpleString()}")
+    if where is not None:
+        raise fail(caller, "where", "None for a Spark DataFrame (filter it in Spark first: the checked filter is "
+                   "DuckDB SQL, which Spark SQL would read differently)", "a filter")
+    return SparkGroupedTable(table, by_info, unit_info, list(columns), caller)
