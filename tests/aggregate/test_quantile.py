@@ -48,18 +48,25 @@ def test_sensitivity_known_answers():
     s1, s2 = gq.stage_scales(1, 2, Fraction(1), Contribution(), bounded=True)
     assert (s1, s2) == (8, Fraction(8, 3))
     s1, s2 = gq.stage_scales(9, 10, Fraction(1), Contribution(max_groups=3, replace=True), bounded=False)
-    assert (s1, s2) == (18 * 6 * 4, Fraction(18 * 6 * 4, 3))
+    assert (s1, s2) == (Fraction(18 * 6 * 8, 3), Fraction(18 * 6 * 8, 5))  # shares 3/8, 5/8
 
 
 def test_geometric_grid():
     c = gq.geometric_grid()
-    assert c.size == 2 * (gq.J_MAX - gq.J_MIN + 1) + 1 == 835
-    assert np.all(np.diff(c) > 0) and c[417] == 0.0
-    pos = c[418:]
-    assert pos[0] == 2.0**-40 and pos[-1] == 2.0**64 and np.array_equal(-c[:417][::-1], pos)
-    assert np.array_equal(pos[4:], 2 * pos[:-4])  # exact octaves
-    assert np.allclose(pos[1:] / pos[:-1], 2 ** 0.25, rtol=1e-15, atol=0)
-    assert 1.0 in pos and 2.0 in pos
+    assert c.size == 2 * (gq.J_MAX - gq.J_MIN + 1) + 1 == 211
+    assert np.all(np.diff(c) > 0) and c[105] == 0.0
+    pos = c[106:]
+    assert pos[0] == 2.0**-40 and pos[-1] == 2.0**64 and np.array_equal(-c[:105][::-1], pos)
+    assert np.array_equal(pos[1:], 2 * pos[:-1])  # exact octaves
+
+
+def test_cell_utility_known_answers():
+    # candidates 1 < 2 < 3; rows [2.5, 2.5, 2.5]: all in the cell (2, 3]; median a/b = 1/2
+    cum = np.array([[0, 0, 3]])
+    u = gq._cell_utility(cum, np.array([3]), 1, 2)
+    # cells (-inf, 1], (1, 2], (2, 3]: rank intervals [0,0], [0,0], [0,6] (×b) against a·n = 3
+    assert u.tolist() == [[-3, -3, 0]]
+    assert gq._cell_utility(cum, np.array([3]), 9, 10).tolist() == [[-27, -27, 0]]
 
 
 @pytest.mark.parametrize("lo, hi, bits, ans", [
