@@ -21,8 +21,9 @@ Grids (all candidates are exactly representable floats, so ``x <= t`` is an exac
   n = 10^3, q = 0.9; docs/proofs/aggregate_quantile.md §6). Rows outside ``[lo, hi]`` count as below / above every
   candidate, exactly as if clamped to it.
 - ``bounds=None``: stage 1 (3ε/8) chooses a *cell* ``(C[k − 1], C[k]]`` of the public signed
-  octave grid ``C = {0} ∪ {±2^j : −40 <= j <= 64}`` (:func:`geometric_grid`; values beyond ``±2^64``
-  act as if clamped to ``±2^64``) with the cell utility ``−dist(a·n, [b·c(C[k−1]), b·c(C[k])])``
+  octave grid ``C = {0} ∪ {±2^j : −40 <= j <= 64}`` (:func:`geometric_grid`; a value below
+  ``−2^64`` acts as if clamped to it, one above ``2^64`` counts above every candidate) with
+  the cell utility ``−dist(a·n, [b·c(C[k−1]), b·c(C[k])])``
   (0 for the cell holding the quantile even when all rows lie in one cell; the point utility is
   flat there, which made the old quarter-octave point search uniform over its 835 candidates on
   small or narrow groups), stage 2 (5ε/8) on the dyadic grid of at most ``2^UNBOUNDED_BITS``
@@ -272,7 +273,8 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
         In [0, 1], converted to ``a/b`` by :func:`rational_q` (``0.9 → 9/10``).
     bounds : (lo, hi) or None
         Public range of the candidates. Rows outside it act as if clamped to it. None: the
-        search over ``±2^64`` (module docstring); rows beyond ``±2^64`` act as clamped.
+        search over ``±2^64`` (module docstring); rows below ``−2^64`` act as clamped to it, rows
+        above ``2^64`` count above every candidate.
     epsilon : Fraction
         The budget of this metric; each group's selection gets ``ε_g = ε / (ℓ0·r)`` with
         ``ℓ0 = max_groups`` and ``r = 2`` for ``replace`` (else 1), split over the two stages
