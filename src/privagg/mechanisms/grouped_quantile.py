@@ -20,11 +20,14 @@ Grids (all candidates are exactly representable floats, so ``x <= t`` is an exac
   accurate than one stage of 2^12 candidates on wide ranges at n = 10^4, somewhat less at
   n = 10^3, q = 0.9; docs/proofs/aggregate_quantile.md §6). Rows outside ``[lo, hi]`` count as below / above every
   candidate, exactly as if clamped to it.
-- ``bounds=None``: stage 1 (ε/4) on the public signed geometric grid
-  ``{0} ∪ {±2^{j/4} : −4·40 <= j <= 4·64}`` (:func:`geometric_grid`; values beyond ``±2^64`` act as
-  if clamped to ``±2^64``), stage 2 (3ε/4) on the dyadic grid of at most ``2^UNBOUNDED_BITS``
-  candidates inside the window ``[C[k − W], C[k + W]]`` (``W`` = :data:`WINDOW`) around the stage-1
-  choice ``C[k]``.
+- ``bounds=None``: stage 1 (3ε/8) chooses a *cell* ``(C[k − 1], C[k]]`` of the public signed
+  octave grid ``C = {0} ∪ {±2^j : −40 <= j <= 64}`` (:func:`geometric_grid`; a value below
+  ``−2^64`` acts as if clamped to it, one above ``2^64`` counts above every candidate) with
+  the cell utility ``−dist(a·n, [b·c(C[k−1]), b·c(C[k])])``
+  (0 for the cell holding the quantile even when all rows lie in one cell; the point utility is
+  flat there, which made the old quarter-octave point search uniform over its 835 candidates on
+  small or narrow groups), stage 2 (5ε/8) on the dyadic grid of at most ``2^UNBOUNDED_BITS``
+  candidates of that cell.
 """
 
 from __future__ import annotations
@@ -50,19 +53,19 @@ __all__ = [
     "stage_scales",
 ]
 
-#: Bounded, stage 1: at most ``2^BOUNDED_COARSE_BITS`` candidates in [lo, hi], share ε/4.
+#: Bounded: stage 1 (share ε/4) on at most ``2^BOUNDED_COARSE_BITS`` candidates in [lo, hi],
+#: stage 2 (3ε/4) on at most ``2^BOUNDED_BITS`` candidates in the window of ``±WINDOW`` stage-1 steps.
 BOUNDED_COARSE_BITS = 8
 BOUNDED_COARSE_SHARE = Fraction(1, 4)
-#: Bounded, stage 2: at most ``2^BOUNDED_BITS`` candidates in the window of ``±WINDOW`` stage-1 steps.
 BOUNDED_BITS = 12
-#: Candidates of the fine (second) stage without bounds: at most ``2^UNBOUNDED_BITS``.
-UNBOUNDED_BITS = 12
-#: Stage-1 share of ε without bounds.
-COARSE_SHARE = Fraction(1, 4)
-#: Half-width (in stage-1 candidates) of the stage-2 window.
 WINDOW = 2
-#: Quarter octaves: the geometric grid's magnitudes are ``2^{j/4}``, ``J_MIN <= j <= J_MAX``.
-J_MIN, J_MAX = -4 * 40, 4 * 64
+#: Without bounds: stage 1 (share :data:`COARSE_SHARE`) chooses a *cell* of the octave grid
+#: (:func:`geometric_grid`, cell utility), stage 2 the point among at most ``2^UNBOUNDED_BITS``
+#: dyadic candidates of that cell.
+COARSE_SHARE = Fraction(3, 8)
+UNBOUNDED_BITS = 12
+#: Octaves: the geometric grid's magnitudes are ``2^j``, ``J_MIN <= j <= J_MAX``.
+J_MIN, J_MAX = -40, 64
 #: Largest denominator of q (larger ones are approximated, :func:`rational_q`).
 Q_MAX_DENOMINATOR = 2**20
 #: Matrix cells (groups × candidates) per chunk of groups: bounds memory, not a loop per group.
@@ -72,8 +75,6 @@ CELLS_PER_CHUNK = 1 << 22
 #: far inside int64 (docs/proofs/aggregate_quantile.md §5).
 MAX_SCALE = Fraction(2**50)
 
-# 2^{r/4} for r = 0..3, as exact float literals (no libm: the grid is the same on every machine).
-_QUARTER = (1.0, 1.189207115002721, 1.4142135623730951, 1.681792830507429)
 
 
 def rational_q(q: Any, where: str = "quantile") -> tuple[int, int]:
@@ -109,10 +110,9 @@ def quantile_sensitivity(a: int, b: int, contribution: Contribution) -> int:
 
 
 def geometric_grid() -> np.ndarray:
-    """The sorted public stage-1 candidates: ``0`` and ``±2^{j/4}``, ``J_MIN <= j <= J_MAX``
-    (835 floats, ``2^{j/4}`` as ``ldexp`` of fixed literals: identical on every machine)."""
-    j = np.arange(J_MIN, J_MAX + 1)
-    pos = np.ldexp(np.asarray(_QUARTER)[j % 4], j // 4)
+    """The sorted public stage-1 candidates without bounds: ``0`` and ``±2^j``,
+    ``J_MIN <= j <= J_MAX`` (211 exact floats)."""
+    pos = np.ldexp(1.0, np.arange(J_MIN, J_MAX + 1))
     return np.concatenate([-pos[::-1], [0.0], pos])
 
 
@@ -235,17 +235,28 @@ def stage_scales(a: int, b: int, epsilon: Any, contribution: Contribution, *,
     return scales
 
 
+def _cell_utility(cum: np.ndarray, n: np.ndarray, a: int, b: int) -> np.ndarray:
+    """Cell utility ``U[g, i] = −dist(a·n, [b·c_{i−1}, b·c_i])`` of the cell ``(t_{i−1}, t_i]``
+    (``c_{−1} = 0``: cell 0 is ``(−∞, t_0]``); 0 iff the cell holds the q-quantile. Sensitivity
+    ``Δ`` like the point utility (docs/proofs/aggregate_quantile.md §2)."""
+    an = a * n[:, None]
+    prev = np.zeros_like(cum)
+    prev[:, 1:] = cum[:, :-1]
+    return -np.maximum(np.maximum(b * prev - an, an - b * cum), 0)
+
+
 def _dyadic_stage(x: np.ndarray, gid: np.ndarray, offsets: np.ndarray, sizes: np.ndarray,
                   e_arr: np.ndarray, m0_arr: np.ndarray, k_arr: np.ndarray, a: int, b: int,
-                  scale: Fraction, rng: np.random.Generator) -> np.ndarray:
-    """One report-noisy-max per group over its dyadic grid ``(m0[g] + i)·2^{e[g]}``, ``i < k[g]``."""
+                  scale: Fraction, rng: np.random.Generator, cells: bool = False) -> np.ndarray:
+    """One report-noisy-max per group over its dyadic grid ``(m0[g] + i)·2^{e[g]}``, ``i < k[g]``
+    (point utility, or with ``cells`` the cell utility of :func:`_cell_utility`)."""
     G = e_arr.size
     kmax = int(k_arr.max()) if G else 1
     pick = np.zeros(G, dtype=np.int64)
     for g0, g1 in _group_chunks(G, kmax):
         lo_r, hi_r = offsets[g0], offsets[g1]
         cum = _counts_dyadic(x[lo_r:hi_r], gid[lo_r:hi_r], g0, g1, e_arr[g0:g1], m0_arr[g0:g1], kmax)
-        util = _utility(cum, sizes[g0:g1], a, b)
+        util = (_cell_utility if cells else _utility)(cum, sizes[g0:g1], a, b)
         pick[g0:g1] = _noisy_argmax(util, k_arr[g0:g1], scale, rng)
     return pick
 
@@ -262,10 +273,12 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
         In [0, 1], converted to ``a/b`` by :func:`rational_q` (``0.9 → 9/10``).
     bounds : (lo, hi) or None
         Public range of the candidates. Rows outside it act as if clamped to it. None: the
-        two-stage search over ``±2^64`` (module docstring); rows beyond ``±2^64`` act as clamped.
+        search over ``±2^64`` (module docstring); rows below ``−2^64`` act as clamped to it, rows
+        above ``2^64`` count above every candidate.
     epsilon : Fraction
         The budget of this metric; each group's selection gets ``ε_g = ε / (ℓ0·r)`` with
-        ``ℓ0 = max_groups`` and ``r = 2`` for ``replace`` (else 1), and its noise has scale
+        ``ℓ0 = max_groups`` and ``r = 2`` for ``replace`` (else 1), split over the two stages
+        (:func:`stage_scales`); a stage's noise has scale
         ``2Δ/ε_stage`` with ``Δ = max_rows·max(a, b − a)`` (docs/proofs/aggregate_quantile.md).
     contribution : Contribution
     rng : numpy Generator
@@ -275,16 +288,18 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
     MetricResult
         ``value``: the chosen candidate (an exact float of the final grid, in ``[lo, hi]`` with
         bounds). Never ⊥: an empty group (size 0 after bounding) gets a candidate drawn by the
-        same mechanism on zero rows (all utilities 0: the first maximum of pure noise), a valid
-        release that says nothing about the data. ``low`` / ``high``: the neighbouring candidates
-        of the final grid (``value`` itself at an end of the grid): the *resolution* cell —
-        every real number in ``(low, high)`` has ``value`` among its two nearest candidates. They
-        do NOT bound the noise (a confidence interval would cost budget). ``extra``:
-        ``"rank_error"`` (per group, public): a 95 % bound on how many rows (in units of ``n``
-        ranks, i.e. ``|c(t) − q·n|``) the released candidate's rank can exceed the best
-        candidate's of the final stage (``2·T/b``, ``T`` the 95 % bound on the largest
-        ``|ν|`` of that stage's ``K`` draws); ``"step"``: the final grid's spacing.
-        ``epsilon``: the guarantee (= the ``epsilon`` given), ``delta`` 0.
+        same mechanism on zero rows (the first maximum of pure noise), a valid release that says
+        nothing about the data. ``low`` / ``high``: the window the final stage searched (the
+        cell chosen by the stage before it); ``low <= value <= high`` always. They are NOT a
+        confidence interval of the true quantile: they contain it when the earlier stages chose
+        the cell holding it, which is likely only when ``n`` is large against
+        ``extra["rank_error"]``. ``extra``: ``"rank_error"`` (per group, public): with
+        probability ≥ 95 %, the released value's rank ``c(value) = #{x <= value}`` is within
+        ``rank_error`` rows (plus the final grid's resolution) of ``q·n`` — the sum over the
+        two stages of ``2·T/b``, ``T`` the 97.5 % bound on the largest ``|ν|`` of that stage's
+        draws; a group with ``n`` not well above ``rank_error/min(q, 1 − q)`` may be released
+        anywhere in the range (or, without bounds, far from its data); ``"step"``: the final
+        grid's spacing. ``epsilon``: the guarantee (= the ``epsilon`` given), ``delta`` 0.
     """
     a, b = rational_q(q)
     box = _check_bounds(bounds)
@@ -297,6 +312,7 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
 
     if box is not None:
         e, m0, k = dyadic_grid(box[0], box[1], BOUNDED_COARSE_BITS)
+        first_k = k
         e_arr = np.full(G, e, dtype=np.int64)
         m0_arr = np.full(G, float(m0))
         k_arr = np.full(G, k, dtype=np.int64)
@@ -307,28 +323,27 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
         e_arr, m0_arr, k_arr = _dyadic_windows(w_lo, w_hi, BOUNDED_BITS)
     else:
         cands = geometric_grid()
-        K0 = cands.size
+        first_k = cands.size
         choice = np.empty(G, dtype=np.int64)
-        for g0, g1 in _group_chunks(G, K0):
+        for g0, g1 in _group_chunks(G, first_k):
             lo_r, hi_r = offsets[g0], offsets[g1]
             cum = _counts_shared(x[lo_r:hi_r], gid[lo_r:hi_r], g0, g1, cands)
-            util = _utility(cum, sizes[g0:g1], a, b)
+            util = _cell_utility(cum, sizes[g0:g1], a, b)
             choice[g0:g1] = _noisy_argmax(util, None, scales[0], rng)
-        w_lo = cands[np.maximum(choice - WINDOW, 0)]
-        w_hi = cands[np.minimum(choice + WINDOW, K0 - 1)]
+        # the chosen cell (C[k − 1], C[k]]; cell 0 is (−∞, C[0]] → the point C[0]
+        w_lo = cands[np.maximum(choice - 1, 0)]
+        w_hi = cands[choice]
         e_arr, m0_arr, k_arr = _dyadic_windows(w_lo, w_hi, UNBOUNDED_BITS)
     pick = _dyadic_stage(x, gid, offsets, sizes, e_arr, m0_arr, k_arr, a, b, scales[-1], rng)
     last_k = int(k_arr.max()) if G else 1
     value = np.ldexp(m0_arr + pick, e_arr)
-    low = np.ldexp(m0_arr + np.maximum(pick - 1, 0), e_arr)
-    high = np.ldexp(m0_arr + np.minimum(pick + 1, k_arr - 1), e_arr)
     step_out = np.ldexp(1.0, e_arr)
-    t_bound = _max_abs_noise_bound(scales[-1], last_k, 0.05)
-    rank_error = np.full(G, 2.0 * t_bound / b)
+    rank_error = (2.0 * _max_abs_noise_bound(scales[0], first_k, 0.025)
+                  + 2.0 * _max_abs_noise_bound(scales[-1], last_k, 0.025)) / b
     return MetricResult(
-        value=value, low=low, high=high, ok=np.ones(G, dtype=bool),
+        value=value, low=w_lo, high=w_hi, ok=np.ones(G, dtype=bool),
         reason=np.full(G, None, dtype=object), epsilon=float(epsilon), delta=0.0,
-        extra={"rank_error": rank_error, "step": step_out},
+        extra={"rank_error": np.full(G, rank_error), "step": step_out},
     )
 
 
