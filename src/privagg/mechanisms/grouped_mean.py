@@ -100,6 +100,17 @@ LOCATE_SCALES = tuple(Fraction(1, 2**i) for i in range(8))
 #: the subsample is then the full ``m_locate_i = 4·need_i`` (measured: ``n̂ >= 2·need_i`` gives
 #: 3–10 % ⊥ at n = 10⁴, ε = 1/7; ``3·need_i`` is no better than this rule).
 LOCATE_MARGIN = 1
+#: The radius selection needs ``m_pub >= RADIUS_ROWS·ln(L/RADIUS_BETA)/ε_sel`` rows (``L`` radius
+#: candidates): below it the noisy maximum too often lands on one of the hundreds of radii beyond
+#: the data's spread (each with utility ``−⌊(m − 1)/2⌋``), the core is then every row and the
+#: center's noise ``2r/m_low`` is astronomic (measured up to 10¹⁸ SE at ``n̂ ≈ need``). A public
+#: rule from ``n̂``: ⊥ where ``n̂ − t_n`` is below it (docs/proofs/aggregate_mean.md §1.6, §5).
+RADIUS_ROWS = 8
+RADIUS_BETA = 1e-3
+#: The radius utility's target is ``⌊(m_pub − 1)/2⌋`` with ``m_pub = min(n̂ − t, m_locate)``,
+#: ``t`` the count noise's ``1 − TARGET_BETA`` tail (public; measured: 10⁻³ ⊥s most bimodal
+#: groups near the threshold, the bare ``n̂`` lets the plateau of too-large radii win).
+TARGET_BETA = 0.05
 
 
 @dataclass(frozen=True)
@@ -128,8 +139,13 @@ class FriendlyMeansPlan:
         count share, radius selection ``q_i·ε_g/5``, locate target ``(q_i·ε_g/3, δ_1)``, range
         selection ``ε_g/5``, the rest to the final sum. A group uses the plan
         :meth:`choose` picks from its released ``n̂``; ``epsilon``/``delta`` bound every plan.
-    m_locates, needs : tuple of int
-        ``m_locate`` and ``need`` of each plan.
+    m_locates, needs, m_selects : tuple of int
+        ``m_locate``, ``need`` and ``m_select`` (the rows the radius selection needs:
+        :data:`RADIUS_ROWS`) of each plan; ``m_locate_i >= m_select_i``.
+    count_tail, target_tail : int
+        ``t_n = ⌈ln(1/(2·RADIUS_BETA))/ε_n⌉``: ``n̂ − t_n <= n`` with probability about
+        ``1 − RADIUS_BETA``; the rules read the public lower bound ``n̂ − t_n``. ``target_tail``:
+        the same with :data:`TARGET_BETA`, for the radius utility's target.
     """
 
     group: MeanPlan
@@ -144,14 +160,20 @@ class FriendlyMeansPlan:
     plans: tuple = ()
     m_locates: tuple = ()
     needs: tuple = ()
+    m_selects: tuple = ()
+    count_tail: int = 0
+    target_tail: int = 0
 
     def choose(self, n_hat: np.ndarray) -> np.ndarray:
         """The plan index of each group, a public function of its released ``n̂`` alone: the
-        largest ``i`` (least locate share) with ``n̂ >= LOCATE_MARGIN·m_locate_i``, else 0."""
+        largest ``i`` (least locate share) with ``n̂ >= LOCATE_MARGIN·m_locate_i`` and
+        ``n̂ − t_n >= m_select_i``, else 0."""
         n_hat = np.asarray(n_hat)
         idx = np.zeros(n_hat.shape, dtype=np.int64)
         for i in range(1, len(self.plans)):
-            idx = np.where(n_hat >= LOCATE_MARGIN * self.m_locates[i], i, idx)
+            fits = ((n_hat >= LOCATE_MARGIN * self.m_locates[i])
+                    & (n_hat - self.count_tail >= self.m_selects[i]))
+            idx = np.where(fits, i, idx)
         return idx
 
 
@@ -198,9 +220,18 @@ def friendly_means_plan(epsilon: Any, delta: Any, contribution: Contribution = C
     e_out = n_steps * e_max
     d_out = n_steps * _exp_up((k_max - 1) * e_max) * d_max
     needs = tuple(M_MIN + p.core_count_shift for p in plans)
-    m_locs = tuple(max(M_LOCATE_MIN, LOCATE_FACTOR * nd) for nd in needs)
+    m_sels = tuple(_select_rows(p.eps_select) for p in plans)
+    m_locs = tuple(max(M_LOCATE_MIN, LOCATE_FACTOR * nd, ms) for nd, ms in zip(needs, m_sels))
+    tail = math.ceil(math.log(1 / (2 * RADIUS_BETA)) / float(plans[0].eps_count))
+    t_tail = math.ceil(math.log(1 / (2 * TARGET_BETA)) / float(plans[0].eps_count))
     return FriendlyMeansPlan(plans[0], n_steps, k_max, eps_g, dlt_g, e_out, d_out,
-                             m_locs[0], needs[0], plans, m_locs, needs)
+                             m_locs[0], needs[0], plans, m_locs, needs, m_sels, tail, t_tail)
+
+
+def _select_rows(eps_select: Fraction) -> int:
+    """``⌈RADIUS_ROWS·ln(L/RADIUS_BETA)/ε_sel⌉`` (public; :data:`RADIUS_ROWS`)."""
+    lg = math.log(RADIUS_EXPONENTS.size / RADIUS_BETA)
+    return math.ceil(RADIUS_ROWS * lg / float(eps_select))
 
 
 def _scaled_plan(eps_g: Fraction, dlt_g: Fraction, q: Fraction) -> MeanPlan:
@@ -476,7 +507,10 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws) -> 
     b = np.clip(lv - RADIUS_EXPONENTS[0], 0, n_r)  # least j with |d| <= r_j, or n_r beyond
     counts = np.bincount(hg[1:][same] * (n_r + 1) + b, minlength=n_groups * (n_r + 1))
     counts = np.cumsum(counts.reshape(n_groups, n_r + 1), axis=1)[:, :n_r]
-    m_pub = np.minimum(n_hat, m_loc)
+    # the utility's target ⌊(m_pub − 1)/2⌋ from a public lower bound on the rows taken: with
+    # m_pub above the true count the plateau of too-large radii comes closer to the target
+    m_pub = np.maximum(np.minimum(n_hat - fp.target_tail, m_loc), 1)
+    m_gate = np.minimum(n_hat - fp.count_tail, m_loc)
     noisy = pair_utility(counts, m_pub) + draws.dlap_by(
         "radius", tuple(4 / p.eps_select for p in plans), which, n_r)
     radius = np.exp2(RADIUS_EXPONENTS[np.argmax(noisy, axis=1)] / 4.0) * pair_factor(1)
@@ -489,7 +523,9 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws) -> 
     m_hat = m_core + draws.dlap_by("core_count", tuple(1 / p.eps_core_count for p in plans),
                                    which)
     m_low = m_hat - shift
-    ok = live & (m_low >= M_MIN)
+    m_sel = np.asarray(fp.m_selects, dtype=np.int64)[which]
+    enough = live & (m_gate >= m_sel)  # public (n̂): too few rows for the radius selection → ⊥
+    ok = enough & (m_low >= M_MIN)
     ml = np.maximum(m_low, 1).astype(np.float64)
     eps_cms = tuple(p.eps_core_mean for p in plans)
     eps_cm_lo = np.array([_float_down(e) for e in eps_cms])[which]
@@ -577,6 +613,10 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws) -> 
         reason[~ok & (which == i)] = (
             f"group too small for the unbounded mean at this ε: noisy core size below "
             f"{nd} (the locate step needs about {nd} agreeing rows)")
+    reason[live & ~enough] = (
+        f"group too small for the unbounded mean at this ε: noisy count n̂ below "
+        f"{fp.m_selects[0] + fp.count_tail} (the radius selection needs about "
+        f"{fp.m_selects[0]} rows)")
     reason[~live] = ("group too small for the unbounded mean at this ε: noisy count n̂ < 1")
     return MetricResult(
         value=np.where(ok, mean, nan),
