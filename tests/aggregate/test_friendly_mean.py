@@ -65,7 +65,7 @@ def _check_every_plan_within(fp, n_hats):
 @pytest.mark.parametrize("eps", [Fraction(1, 7), Fraction(1), Fraction(8)])
 @pytest.mark.parametrize("contribution", [Contribution(), Contribution(3, 2, True)])
 def test_adaptive_shares_never_exceed_the_plan(eps, contribution):
-    """The plan is chosen per group from its released n̂ (§1.6): over a range of n̂ (every grid
+    """The plan is chosen per group from its released n̂ (§1.7): over a range of n̂ (every grid
     threshold ±1 and a geometric sweep 1 … 10¹⁰) each chosen plan spends at most (ε_g, δ_g), and
     the choice has the known answers (the largest i with n̂ >= m_locate_i and
     n̂ − t_n >= m_select_i)."""
@@ -388,7 +388,7 @@ def test_near_threshold_groups_are_bottom_not_wild():
     at this seed before, 49 % of the n = 250/300 groups passed). Now a public rule from n̂
     (⊥ unless n̂ − t_n >= m_select) and the lowered target: the passing groups' max is 14 here
     (seed 12); the bound 100 leaves a wide margin (a wild release is > 10⁶ SE). Rule's design
-    rate of a wild radius: about 10⁻³ per group, so over the ~70 passing groups the bound
+    rate of a wild radius: about 10⁻³ per group, so over the ~60 passing groups the bound
     fails for well under 1 seed in 10 (the seed is fixed: deterministic)."""
     res, z = _near_threshold()
     print("seed 12", np.nanmax(z[res.ok]) if res.ok.any() else None, res.ok.mean())

@@ -8,13 +8,17 @@ rounds and over the few distinct noise scales). Proof: ``docs/proofs/aggregate_m
 Per group ``g`` (``n_g`` rows), with the shares of :func:`~privagg.mechanisms.mean.mean_plan`
 (``calibration="laplace"``, small-sample shares, pure-ε parts, the only δ is the core-size tail):
 
-1. **Count.** ``n̂_g = n_g + DLap(1/ε_n)``; ⊥ when ``n̂_g < 1``.
+1. **Count.** ``n̂_g = n_g + DLap(1/ε_n)``; ⊥ when ``n̂_g < 1``. **Plan.** The group's shares
+   for steps 2–5 are those of the plan :meth:`FriendlyMeansPlan.choose` picks from ``n̂_g``
+   (public; adaptive composition): the more rows, the smaller the share of the radius selection
+   and locate (only what the core needs to pass, ``n̂ >= m_locate_i``) and the larger the final
+   sum's. ⊥ when ``n̂ − t_n`` is below what the radius selection needs (``m_select``).
 2. **Subsample.** Poisson, public rate ``min(1, m_locate/n̂_g)``, ``m_locate`` a public function of
    the plan (:func:`friendly_means_plan`).
 3. **Radius.** Report-noisy-max (``DLap(4/ε_sel)``) over the public grid ``r_j = 2^{j/4}``,
-   ``j = −240 … 240``, of ``−|C_j − ⌊(m_pub − 1)/2⌋|``, ``C_j`` the number of consecutive pairs (in
-   a keyed random order) within ``r_j``; radius ``r = 3·r_ĵ`` (docs/proofs/mean.md §4b), a G × L
-   matrix for all groups.
+   ``j = −240 … 240``, of ``−|C_j − ⌊(m_pub − 1)/2⌋|`` (``m_pub = min(n̂ − t_T, m_locate)``),
+   ``C_j`` the number of consecutive pairs (in a keyed random order) within ``r_j``; radius
+   ``r = 3·r_ĵ`` (docs/proofs/mean.md §4b), a G × L matrix for all groups.
 4. **Locate.** BasicFilter (α = 0) with the *exact* predicate ``|a − b| <= r`` (real numbers; its
    friend set is an interval of the sorted values: counts by a vectorized binary search with an
    exact boundary test), noisy core size ``m̂``, ``m_low = m̂ − k``, ⊥ when ``m_low < 10``; the core
@@ -104,7 +108,7 @@ LOCATE_MARGIN = 1
 #: candidates): below it the noisy maximum too often lands on one of the hundreds of radii beyond
 #: the data's spread (each with utility ``−⌊(m − 1)/2⌋``), the core is then every row and the
 #: center's noise ``2r/m_low`` is astronomic (measured up to 10¹⁸ SE at ``n̂ ≈ need``). A public
-#: rule from ``n̂``: ⊥ where ``n̂ − t_n`` is below it (docs/proofs/aggregate_mean.md §1.6, §5).
+#: rule from ``n̂``: ⊥ where ``n̂ − t_n`` is below it (docs/proofs/aggregate_mean.md §1.7, §5).
 RADIUS_ROWS = 8
 RADIUS_BETA = 1e-3
 #: The radius utility's target is ``⌊(m_pub − 1)/2⌋`` with ``m_pub = min(n̂ − t, m_locate)``,
@@ -120,8 +124,9 @@ class FriendlyMeansPlan:
     Attributes
     ----------
     group : MeanPlan
-        The per-group plan (``mean_plan(ε_g, δ_g, calibration="laplace", select_radius=True,
-        small=True)``): its ``privacy_loss`` ``(ε'_g, δ'_g)`` is each group's add/remove guarantee.
+        Plan 0 (``mean_plan(ε_g, δ_g, calibration="laplace", select_radius=True, small=True)``,
+        ε_g/5 moved to the range selection); ``(ε'_g, δ'_g)``, each group's add/remove guarantee,
+        is the largest ``privacy_loss`` of :attr:`plans`.
     steps, max_steps : int
         ``N = ℓ0·ℓ∞`` (``2ℓ0ℓ∞`` for replace): add/remove row steps one neighbour makes in all
         groups together; ``K = ℓ∞`` (``2ℓ∞``): at most that many in one group.
@@ -131,9 +136,9 @@ class FriendlyMeansPlan:
         The guarantee over all groups: ``ε = N·ε'_g``, ``δ = N·e^{(K − 1)ε'_g}·δ'_g`` (δ rounded
         up), at most the given (ε, δ).
     m_locate : int
-        Expected locate subsample size per group.
+        Expected locate subsample size per group (plan 0).
     need : int
-        ``M_MIN + k``: a noisy core size below it is ⊥.
+        ``M_MIN + k``: a noisy core size below it is ⊥ (plan 0).
     plans : tuple of MeanPlan
         One per locate scale ``q_i`` of :data:`LOCATE_SCALES` (``plans[0] = group``): the same
         count share, radius selection ``q_i·ε_g/5``, locate target ``(q_i·ε_g/3, δ_1)``, range
@@ -235,7 +240,7 @@ def _select_rows(eps_select: Fraction) -> int:
 
 
 def _scaled_plan(eps_g: Fraction, dlt_g: Fraction, q: Fraction) -> MeanPlan:
-    """The per-group plan with locate scale ``q`` (docs/proofs/aggregate_mean.md §1.6): count
+    """The per-group plan with locate scale ``q`` (docs/proofs/aggregate_mean.md §1.7): count
     ``ε_g/40``, radius selection and locate of ``mean_plan(q·ε_g, δ_1, small=True)`` (selection
     ``q·ε_g/5``; locate target ``(q·ε_g/3, δ_1)`` through the conversion theorem, ``δ_1 <= δ_g``
     the locate δ of the q = 1 plan), range selection
@@ -453,7 +458,9 @@ def friendly_means(gv: GroupedValues, *, epsilon: Any, delta: Any,
     Privacy
     -------
     Add/remove one row: every group runs its own (ε'_g, δ'_g)-DP mechanism on its own rows
-    (``docs/proofs/aggregate_mean.md``), so the release is (ε'_g, δ'_g)-DP (parallel composition).
+    (``docs/proofs/aggregate_mean.md``; ``(ε'_g, δ'_g)`` the largest over the plans, one chosen
+    per group from its released ``n̂``: adaptive composition, §1.7), so the release is
+    (ε'_g, δ'_g)-DP (parallel composition).
     A neighbour that changes ``k_g`` rows of group g, ``Σ k_g <= N``, ``k_g <= K``
     (:class:`FriendlyMeansPlan`), gets
     ``ε = N·ε'_g``, ``δ = N·e^{(K−1)ε'_g}·δ'_g`` (group privacy within a group, basic composition
@@ -478,7 +485,7 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws) -> 
     n_hat = sizes + draws.dlap("count", 1 / plan.eps_count, n_groups)
     live = n_hat >= 1
     n_pos = np.maximum(n_hat, 1).astype(np.float64)
-    # the plan of each group: a public function of its released n̂ (§1.6)
+    # the plan of each group: a public function of its released n̂ (§1.7)
     which = fp.choose(n_hat)
     m_loc = np.asarray(fp.m_locates, dtype=np.int64)[which]
     shift = np.array([p.core_count_shift for p in plans], dtype=np.int64)[which]
