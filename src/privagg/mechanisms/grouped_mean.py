@@ -8,13 +8,17 @@ rounds and over the few distinct noise scales). Proof: ``docs/proofs/aggregate_m
 Per group ``g`` (``n_g`` rows), with the shares of :func:`~privagg.mechanisms.mean.mean_plan`
 (``calibration="laplace"``, small-sample shares, pure-ε parts, the only δ is the core-size tail):
 
-1. **Count.** ``n̂_g = n_g + DLap(1/ε_n)``; ⊥ when ``n̂_g < 1``.
+1. **Count.** ``n̂_g = n_g + DLap(1/ε_n)``; ⊥ when ``n̂_g < 1``. **Plan.** The group's shares
+   for steps 2–5 are those of the plan :meth:`FriendlyMeansPlan.choose` picks from ``n̂_g``
+   (public; adaptive composition): the more rows, the smaller the share of the radius selection
+   and locate (only what the core needs to pass, ``n̂ >= m_locate_i``) and the larger the final
+   sum's. ⊥ when ``n̂ − t_n`` is below what the radius selection needs (``m_select``).
 2. **Subsample.** Poisson, public rate ``min(1, m_locate/n̂_g)``, ``m_locate`` a public function of
    the plan (:func:`friendly_means_plan`).
 3. **Radius.** Report-noisy-max (``DLap(4/ε_sel)``) over the public grid ``r_j = 2^{j/4}``,
-   ``j = −240 … 240``, of ``−|C_j − ⌊(m_pub − 1)/2⌋|``, ``C_j`` the number of consecutive pairs (in
-   a keyed random order) within ``r_j``; radius ``r = 3·r_ĵ`` (docs/proofs/mean.md §4b), a G × L
-   matrix for all groups.
+   ``j = −240 … 240``, of ``−|C_j − ⌊(m_pub − 1)/2⌋|`` (``m_pub = min(n̂ − t_T, m_locate)``),
+   ``C_j`` the number of consecutive pairs (in a keyed random order) within ``r_j``; radius
+   ``r = 3·r_ĵ`` (docs/proofs/mean.md §4b), a G × L matrix for all groups.
 4. **Locate.** BasicFilter (α = 0) with the *exact* predicate ``|a − b| <= r`` (real numbers; its
    friend set is an interval of the sorted values: counts by a vectorized binary search with an
    exact boundary test), noisy core size ``m̂``, ``m_low = m̂ − k``, ⊥ when ``m_low < 10``; the core
@@ -91,6 +95,26 @@ SHARE_QUANTILE = Fraction(1, 5)
 #: (measured best of 0.25, 0.5, 1 over five shapes).
 SIDE_PENALTY = 0.5
 _LEVEL_LOW = -QUANTILE_GRID  # quarter-octave levels of |x − ĉ|/U below U: −24 … 0
+#: The public grid of locate scales ``q``: plan ``i`` gives the radius selection ``q_i·ε_g/5`` and
+#: the locate step the end-to-end target ``(q_i·ε_g/3, δ_1)`` (``δ_1 <= δ_g``: the locate δ of
+#: plan 0); the rest goes to the final sum.
+#: ``q = 1`` is the small-sample plan of ``mean.py``.
+LOCATE_SCALES = tuple(Fraction(1, 2**i) for i in range(8))
+#: Plan ``i > 0`` is used when ``n̂ >= LOCATE_MARGIN·m_locate_i`` (:meth:`FriendlyMeansPlan.choose`):
+#: the subsample is then the full ``m_locate_i = 4·need_i`` (measured: ``n̂ >= 2·need_i`` gives
+#: 3–10 % ⊥ at n = 10⁴, ε = 1/7; ``3·need_i`` is no better than this rule).
+LOCATE_MARGIN = 1
+#: The radius selection needs ``m_pub >= RADIUS_ROWS·ln(L/RADIUS_BETA)/ε_sel`` rows (``L`` radius
+#: candidates): below it the noisy maximum too often lands on one of the hundreds of radii beyond
+#: the data's spread (each with utility ``−⌊(m − 1)/2⌋``), the core is then every row and the
+#: center's noise ``2r/m_low`` is astronomic (measured up to 10¹⁸ SE at ``n̂ ≈ need``). A public
+#: rule from ``n̂``: ⊥ where ``n̂ − t_n`` is below it (docs/proofs/aggregate_mean.md §1.7, §5).
+RADIUS_ROWS = 8
+RADIUS_BETA = 1e-3
+#: The radius utility's target is ``⌊(m_pub − 1)/2⌋`` with ``m_pub = min(n̂ − t, m_locate)``,
+#: ``t`` the count noise's ``1 − TARGET_BETA`` tail (public; measured: 10⁻³ ⊥s most bimodal
+#: groups near the threshold, the bare ``n̂`` lets the plateau of too-large radii win).
+TARGET_BETA = 0.05
 
 
 @dataclass(frozen=True)
@@ -100,8 +124,9 @@ class FriendlyMeansPlan:
     Attributes
     ----------
     group : MeanPlan
-        The per-group plan (``mean_plan(ε_g, δ_g, calibration="laplace", select_radius=True,
-        small=True)``): its ``privacy_loss`` ``(ε'_g, δ'_g)`` is each group's add/remove guarantee.
+        Plan 0 (``mean_plan(ε_g, δ_g, calibration="laplace", select_radius=True, small=True)``,
+        ε_g/5 moved to the range selection); ``(ε'_g, δ'_g)``, each group's add/remove guarantee,
+        is the largest ``privacy_loss`` of :attr:`plans`.
     steps, max_steps : int
         ``N = ℓ0·ℓ∞`` (``2ℓ0ℓ∞`` for replace): add/remove row steps one neighbour makes in all
         groups together; ``K = ℓ∞`` (``2ℓ∞``): at most that many in one group.
@@ -111,9 +136,21 @@ class FriendlyMeansPlan:
         The guarantee over all groups: ``ε = N·ε'_g``, ``δ = N·e^{(K − 1)ε'_g}·δ'_g`` (δ rounded
         up), at most the given (ε, δ).
     m_locate : int
-        Expected locate subsample size per group.
+        Expected locate subsample size per group (plan 0).
     need : int
-        ``M_MIN + k``: a noisy core size below it is ⊥.
+        ``M_MIN + k``: a noisy core size below it is ⊥ (plan 0).
+    plans : tuple of MeanPlan
+        One per locate scale ``q_i`` of :data:`LOCATE_SCALES` (``plans[0] = group``): the same
+        count share, radius selection ``q_i·ε_g/5``, locate target ``(q_i·ε_g/3, δ_1)``, range
+        selection ``ε_g/5``, the rest to the final sum. A group uses the plan
+        :meth:`choose` picks from its released ``n̂``; ``epsilon``/``delta`` bound every plan.
+    m_locates, needs, m_selects : tuple of int
+        ``m_locate``, ``need`` and ``m_select`` (the rows the radius selection needs:
+        :data:`RADIUS_ROWS`) of each plan; ``m_locate_i >= m_select_i``.
+    count_tail, target_tail : int
+        ``t_n = ⌈ln(1/(2·RADIUS_BETA))/ε_n⌉``: ``n̂ − t_n <= n`` with probability about
+        ``1 − RADIUS_BETA``; the rules read the public lower bound ``n̂ − t_n``. ``target_tail``:
+        the same with :data:`TARGET_BETA`, for the radius utility's target.
     """
 
     group: MeanPlan
@@ -125,6 +162,24 @@ class FriendlyMeansPlan:
     delta: Fraction
     m_locate: int
     need: int
+    plans: tuple = ()
+    m_locates: tuple = ()
+    needs: tuple = ()
+    m_selects: tuple = ()
+    count_tail: int = 0
+    target_tail: int = 0
+
+    def choose(self, n_hat: np.ndarray) -> np.ndarray:
+        """The plan index of each group, a public function of its released ``n̂`` alone: the
+        largest ``i`` (least locate share) with ``n̂ >= LOCATE_MARGIN·m_locate_i`` and
+        ``n̂ − t_n >= m_select_i``, else 0."""
+        n_hat = np.asarray(n_hat)
+        idx = np.zeros(n_hat.shape, dtype=np.int64)
+        for i in range(1, len(self.plans)):
+            fits = ((n_hat >= LOCATE_MARGIN * self.m_locates[i])
+                    & (n_hat - self.count_tail >= self.m_selects[i]))
+            idx = np.where(fits, i, idx)
+        return idx
 
 
 def _exp_up(x: Fraction) -> Fraction:
@@ -162,17 +217,43 @@ def friendly_means_plan(epsilon: Any, delta: Any, contribution: Contribution = C
     n_steps, k_max = c.max_groups * c.max_rows * mult, c.max_rows * mult
     eps_g = eps / n_steps
     dlt_g = dlt / (n_steps * _exp_up((k_max - 1) * eps_g))
-    plan = mean_plan(eps_g, dlt_g, calibration="laplace", select_radius=True, small=True,
-                     where=where)
+    mean_plan(eps_g, dlt_g, calibration="laplace", select_radius=True, small=True,
+              where=where)  # validates the per-group (ε_g, δ_g) floors
+    plans = tuple(_scaled_plan(eps_g, dlt_g, q) for q in LOCATE_SCALES)
+    e_max = max(Fraction(p.privacy_loss.epsilon) for p in plans)
+    d_max = max(Fraction(p.privacy_loss.delta) for p in plans)
+    e_out = n_steps * e_max
+    d_out = n_steps * _exp_up((k_max - 1) * e_max) * d_max
+    needs = tuple(M_MIN + p.core_count_shift for p in plans)
+    m_sels = tuple(_select_rows(p.eps_select) for p in plans)
+    m_locs = tuple(max(M_LOCATE_MIN, LOCATE_FACTOR * nd, ms) for nd, ms in zip(needs, m_sels))
+    tail = math.ceil(math.log(1 / (2 * RADIUS_BETA)) / float(plans[0].eps_count))
+    t_tail = math.ceil(math.log(1 / (2 * TARGET_BETA)) / float(plans[0].eps_count))
+    return FriendlyMeansPlan(plans[0], n_steps, k_max, eps_g, dlt_g, e_out, d_out,
+                             m_locs[0], needs[0], plans, m_locs, needs, m_sels, tail, t_tail)
+
+
+def _select_rows(eps_select: Fraction) -> int:
+    """``⌈RADIUS_ROWS·ln(L/RADIUS_BETA)/ε_sel⌉`` (public; :data:`RADIUS_ROWS`)."""
+    lg = math.log(RADIUS_EXPONENTS.size / RADIUS_BETA)
+    return math.ceil(RADIUS_ROWS * lg / float(eps_select))
+
+
+def _scaled_plan(eps_g: Fraction, dlt_g: Fraction, q: Fraction) -> MeanPlan:
+    """The per-group plan with locate scale ``q`` (docs/proofs/aggregate_mean.md §1.7): count
+    ``ε_g/40``, radius selection and locate of ``mean_plan(q·ε_g, δ_1, small=True)`` (selection
+    ``q·ε_g/5``; locate target ``(q·ε_g/3, δ_1)`` through the conversion theorem, ``δ_1 <= δ_g``
+    the locate δ of the q = 1 plan), range selection
+    ``ε_g·SHARE_QUANTILE``, final sum ``ε_g`` minus the others (so ``ε <= ε_g``, ``δ <= δ_g``)."""
+    base = mean_plan(eps_g, dlt_g, calibration="laplace", select_radius=True, small=True)
+    # the locate δ target of q < 1 is the δ the q = 1 plan spends (<= δ_g), so no plan spends
+    # more δ than the q = 1 plan (the reported δ is the same as with one plan)
+    loc = base if q == 1 else mean_plan(eps_g * q, base.delta_locate, calibration="laplace",
+                                        select_radius=True, small=True)
     q_share = eps_g * SHARE_QUANTILE
-    plan = dataclasses.replace(plan, eps_quantile=q_share,
-                               eps_sum=plan.eps_sum - (q_share - plan.eps_quantile))
-    loss = plan.privacy_loss
-    e_out = n_steps * Fraction(loss.epsilon)
-    d_out = n_steps * _exp_up((k_max - 1) * Fraction(loss.epsilon)) * Fraction(loss.delta)
-    need = M_MIN + plan.core_count_shift
-    return FriendlyMeansPlan(plan, n_steps, k_max, eps_g, dlt_g, e_out, d_out,
-                             max(M_LOCATE_MIN, LOCATE_FACTOR * need), need)
+    eps_sum = eps_g - base.eps_count - loc.eps_select - loc.eps_locate - q_share
+    return dataclasses.replace(
+        loc, eps_count=base.eps_count, eps_quantile=q_share, eps_sum=eps_sum)
 
 
 class _Draws:
@@ -184,13 +265,29 @@ class _Draws:
     def dlap(self, name: str, scale: Fraction, shape: Any) -> np.ndarray:
         return discrete_laplace(scale, size=shape, rng=self.gen)
 
-    def dlap_scaled(self, name: str, sens: np.ndarray, eps: Fraction) -> np.ndarray:
-        """``DLap(sens_g/ε)`` per entry: one exact sampler call per distinct integer ``sens``
-        (a public function of public values, with few distinct values: :func:`_quantize_up`)."""
+    def dlap_by(self, name: str, scales: tuple, which: np.ndarray, width: int | None = None
+                ) -> np.ndarray:
+        """``DLap(scales[which_g])`` per group (``width`` draws per group when given): one
+        sampler call per distinct plan index (public: a function of the released ``n̂``)."""
+        shape = which.shape + (() if width is None else (width,))
+        out = np.zeros(shape, dtype=np.int64)
+        for k in np.unique(which):
+            idx = np.flatnonzero(which == k)
+            out[idx] = discrete_laplace(scales[int(k)], size=(idx.size,) + shape[1:],
+                                        rng=self.gen)
+        return out
+
+    def dlap_scaled(self, name: str, sens: np.ndarray, eps: tuple,
+                    which: np.ndarray) -> np.ndarray:
+        """``DLap(sens_g/eps[which_g])`` per entry: one exact sampler call per distinct pair
+        (integer ``sens``, plan index), public functions of public values with few distinct
+        values (:func:`_quantize_up`)."""
         out = np.zeros(sens.shape, dtype=np.int64)
-        for s in np.unique(sens):
-            idx = np.flatnonzero(sens == s)
-            out[idx] = discrete_laplace(Fraction(int(s)) / eps, size=idx.size, rng=self.gen)
+        key = sens * len(eps) + which
+        for kk in np.unique(key):
+            idx = np.flatnonzero(key == kk)
+            s, k = divmod(int(kk), len(eps))
+            out[idx] = discrete_laplace(Fraction(s) / eps[k], size=idx.size, rng=self.gen)
         return out
 
     def uniform(self, name: str, groups: np.ndarray) -> np.ndarray:
@@ -279,30 +376,32 @@ def _sum_sensitivity(clip_r: np.ndarray, e_s: np.ndarray, e_g: np.ndarray) -> np
 def _noisy_clipped_sums(dev: np.ndarray, grp: np.ndarray, off: np.ndarray, clip_r: np.ndarray,
                         ok: np.ndarray, eps_sum: Fraction, draws: _Draws
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`_noisy_range_sums` with the symmetric range ``[−R, R]``."""
-    return _noisy_range_sums(dev, grp, off, clip_r, clip_r, ok, eps_sum, draws)
+    """:func:`_noisy_range_sums` with the symmetric range ``[−R, R]`` and one ε for all groups."""
+    return _noisy_range_sums(dev, grp, off, clip_r, clip_r, ok, (eps_sum,),
+                             np.zeros(clip_r.shape, dtype=np.int64), draws)
 
 
 def _noisy_range_sums(dev: np.ndarray, grp: np.ndarray, off: np.ndarray, r_lo: np.ndarray,
-                      r_hi: np.ndarray, ok: np.ndarray, eps_sum: Fraction, draws: _Draws
-                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                      r_hi: np.ndarray, ok: np.ndarray, eps_sums: tuple, which: np.ndarray,
+                      draws: _Draws) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``Σ clip(x − ĉ, −R_lo, R_hi)`` per group released on the grid with discrete Laplace noise
-    (``eps_sum``-DP per group, sensitivity ``R = max(R_lo, R_hi)``; docs/proofs/aggregate_mean.md
-    §7). ``dev = x − ĉ[group]`` (may be ±inf; overwritten). Returns (released sums, integer
-    sensitivities, term and release grid exponents)."""
+    (``eps_sums[which_g]``-DP for group g, sensitivity ``R = max(R_lo, R_hi)``;
+    docs/proofs/aggregate_mean.md §7). ``dev = x − ĉ[group]`` (may be ±inf; overwritten).
+    Returns (released sums, integer sensitivities, term and release grid exponents)."""
+    eps_f = np.array([_float_down(e) for e in eps_sums])[which]
     clip_r = np.maximum(r_lo, r_hi)
     e_s = np.frexp(clip_r)[1] - TERM_BITS  # R < 2^(e_s + TERM_BITS)
     np.minimum(dev, r_hi[grp], out=dev)
     np.maximum(dev, -r_lo[grp], out=dev)
     s_terms = np.rint(np.ldexp(dev, -e_s[grp])).astype(np.int64)
     s_h = _exact_group_sums(s_terms, off)  # units 2^e_s
-    e_g = np.maximum(_grid_exponent(np.minimum(clip_r * _SAFETY / _float_down(eps_sum),
+    e_g = np.maximum(_grid_exponent(np.minimum(clip_r * _SAFETY / eps_f,
                                                clip_r * _SAFETY)), e_s)
     shift = (e_g - e_s).astype(np.int64)  # >= 0: round s_h / 2^shift to an integer, exactly
     half_unit = np.where(shift > 0, np.left_shift(np.int64(1), np.maximum(shift - 1, 0)), 0)
     s_g = np.right_shift(s_h + half_unit, shift)
     sens = np.where(ok, _sum_sensitivity(clip_r, e_s, e_g), 1)
-    z_s = draws.dlap_scaled("sum", sens, eps_sum)
+    z_s = draws.dlap_scaled("sum", sens, eps_sums, which)
     return np.ldexp((s_g + z_s).astype(np.float64), e_g), sens, e_s, e_g
 
 
@@ -359,7 +458,9 @@ def friendly_means(gv: GroupedValues, *, epsilon: Any, delta: Any,
     Privacy
     -------
     Add/remove one row: every group runs its own (ε'_g, δ'_g)-DP mechanism on its own rows
-    (``docs/proofs/aggregate_mean.md``), so the release is (ε'_g, δ'_g)-DP (parallel composition).
+    (``docs/proofs/aggregate_mean.md``; ``(ε'_g, δ'_g)`` the largest over the plans, one chosen
+    per group from its released ``n̂``: adaptive composition, §1.7), so the release is
+    (ε'_g, δ'_g)-DP (parallel composition).
     A neighbour that changes ``k_g`` rows of group g, ``Σ k_g <= N``, ``k_g <= K``
     (:class:`FriendlyMeansPlan`), gets
     ``ε = N·ε'_g``, ``δ = N·e^{(K−1)ε'_g}·δ'_g`` (group privacy within a group, basic composition
@@ -371,7 +472,8 @@ def friendly_means(gv: GroupedValues, *, epsilon: Any, delta: Any,
 
 
 def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws) -> MetricResult:
-    plan = fp.group
+    plan = fp.group  # the count share is the same in every plan
+    plans = fp.plans
     n_groups = int(gv.n_groups)
     x = np.asarray(gv.values, dtype=np.float64)
     grp = np.asarray(gv.group, dtype=np.int64)
@@ -383,9 +485,13 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws) -> 
     n_hat = sizes + draws.dlap("count", 1 / plan.eps_count, n_groups)
     live = n_hat >= 1
     n_pos = np.maximum(n_hat, 1).astype(np.float64)
+    # the plan of each group: a public function of its released n̂ (§1.7)
+    which = fp.choose(n_hat)
+    m_loc = np.asarray(fp.m_locates, dtype=np.int64)[which]
+    shift = np.array([p.core_count_shift for p in plans], dtype=np.int64)[which]
 
     # 2. Poisson subsample of public rate min(1, m_locate / n̂)
-    rate = np.where(live, np.minimum(1.0, fp.m_locate / n_pos), 0.0)
+    rate = np.where(live, np.minimum(1.0, m_loc / n_pos), 0.0)
     take = draws.uniform("subsample", grp) < rate[grp]
     sub_v, sub_g = x[take], grp[take]
     order = np.argsort(sub_v, kind="stable")
@@ -408,9 +514,12 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws) -> 
     b = np.clip(lv - RADIUS_EXPONENTS[0], 0, n_r)  # least j with |d| <= r_j, or n_r beyond
     counts = np.bincount(hg[1:][same] * (n_r + 1) + b, minlength=n_groups * (n_r + 1))
     counts = np.cumsum(counts.reshape(n_groups, n_r + 1), axis=1)[:, :n_r]
-    m_pub = np.minimum(n_hat, fp.m_locate)
-    noisy = pair_utility(counts, m_pub) + draws.dlap("radius", 4 / plan.eps_select,
-                                                     (n_groups, n_r))
+    # the utility's target ⌊(m_pub − 1)/2⌋ from a public lower bound on the rows taken: with
+    # m_pub above the true count the plateau of too-large radii comes closer to the target
+    m_pub = np.maximum(np.minimum(n_hat - fp.target_tail, m_loc), 1)
+    m_gate = np.minimum(n_hat - fp.count_tail, m_loc)
+    noisy = pair_utility(counts, m_pub) + draws.dlap_by(
+        "radius", tuple(4 / p.eps_select for p in plans), which, n_r)
     radius = np.exp2(RADIUS_EXPONENTS[np.argmax(noisy, axis=1)] / 4.0) * pair_factor(1)
 
     # 4. locate: BasicFilter with |a − b| <= r, noisy core size, core average on a grid
@@ -418,13 +527,17 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws) -> 
     num, den = keep_probabilities(friends, alpha=0, sizes=m_sub[sg])
     core = draws.bernoulli("filter", num, den, sg)
     m_core = np.bincount(sg[core], minlength=n_groups)
-    m_hat = m_core + draws.dlap("core_count", 1 / plan.eps_core_count, n_groups)
-    m_low = m_hat - plan.core_count_shift
-    ok = live & (m_low >= M_MIN)
+    m_hat = m_core + draws.dlap_by("core_count", tuple(1 / p.eps_core_count for p in plans),
+                                   which)
+    m_low = m_hat - shift
+    m_sel = np.asarray(fp.m_selects, dtype=np.int64)[which]
+    enough = live & (m_gate >= m_sel)  # public (n̂): too few rows for the radius selection → ⊥
+    ok = enough & (m_low >= M_MIN)
     ml = np.maximum(m_low, 1).astype(np.float64)
-    eps_cm = plan.eps_core_mean
+    eps_cms = tuple(p.eps_core_mean for p in plans)
+    eps_cm_lo = np.array([_float_down(e) for e in eps_cms])[which]
     sens_m = 2.0 * radius / ml * _SAFETY
-    e_c = _grid_exponent(np.minimum(sens_m / _float_down(eps_cm), sens_m))
+    e_c = _grid_exponent(np.minimum(sens_m / eps_cm_lo, sens_m))
     g_c = np.ldexp(1.0, e_c)
     e_t = np.frexp(2.0 * radius)[1] - TERM_BITS  # term grid 2^e_t, 2r < 2^(e_t + TERM_BITS)
     cidx = np.flatnonzero(core)
@@ -447,10 +560,10 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws) -> 
     lam = 0.5 + (_U * 2.0 * radius + np.ldexp(0.5, e_t)) / g_c + 5 * _U * (spread_g + 1.0)
     sens_cg = _quantize_up((spread_g / ml + 2.0 * lam) * _SAFETY + 2.0**-20)
     sens_cg = np.where(ok, sens_cg, 1)
-    z_c = draws.dlap_scaled("core_mean", sens_cg, eps_cm)
+    z_c = draws.dlap_scaled("core_mean", sens_cg, eps_cms, which)
     center = _finite(a_grid + np.ldexp((k_off + z_c).astype(np.float64), e_c))
     center = np.where(ok, center, 0.0)
-    t_c = sens_cg.astype(np.float64) / float(eps_cm) * g_c  # Laplace scale (data units)
+    t_c = sens_cg.astype(np.float64) / np.array([float(e) for e in eps_cms])[which] * g_c
     bound = t_c * (math.sqrt(2.0) + 2.0 * math.log(1.0 / BETA_LOCATE))
 
     # 5. estimate: a clipping range per side of ĉ, each by report-noisy-max over the edges
@@ -485,23 +598,32 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws) -> 
         r_side.append(np.where(ok, upper * np.exp2(level_sel / 4.0), 1.0))
     r_hi, r_lo = r_side
 
-    eps_sum = plan.eps_sum
-    total, sens_sg, e_s, e_g = _noisy_range_sums(dev, grp, off, r_lo, r_hi, ok, eps_sum, draws)
+    eps_sums = tuple(p.eps_sum for p in plans)
+    total, sens_sg, e_s, e_g = _noisy_range_sums(dev, grp, off, r_lo, r_hi, ok, eps_sums, which,
+                                                 draws)
     clip_r = np.maximum(r_lo, r_hi)
     g_s = np.ldexp(1.0, e_g)
     mean = _finite(center + total / n_pos)
 
     # the noise-only interval (docs/proofs/mean.md §8, per group)
     t_q = np.zeros(n_groups)
-    for s in np.unique(sens_sg):
-        sel = sens_sg == s
-        t_q[sel] = _dlap_two_sided(float(Fraction(int(s)) / eps_sum), 0.9 * BETA)
+    key = sens_sg * len(plans) + which
+    for kk in np.unique(key):
+        sel = key == kk
+        s_i, k_i = divmod(int(kk), len(plans))
+        t_q[sel] = _dlap_two_sided(float(Fraction(s_i) / eps_sums[k_i]), 0.9 * BETA)
     k_c = _dlap_two_sided(float(1 / plan.eps_count), 0.1 * BETA)
     half = noise_half_width(mean, center, clip_r, n_pos, t_q * g_s, k_c,
                             np.ldexp(0.5, e_s) + 8.0 * _U * clip_r, g_s)
     reason = np.full(n_groups, None, dtype=object)
-    reason[~ok] = (f"group too small for the unbounded mean at this ε: noisy core size below "
-                   f"{fp.need} (the locate step needs about {fp.need} agreeing rows)")
+    for i, nd in enumerate(fp.needs):
+        reason[~ok & (which == i)] = (
+            f"group too small for the unbounded mean at this ε: noisy core size below "
+            f"{nd} (the locate step needs about {nd} agreeing rows)")
+    reason[live & ~enough] = (
+        f"group too small for the unbounded mean at this ε: noisy count n̂ below "
+        f"{fp.m_selects[0] + fp.count_tail} (the radius selection needs about "
+        f"{fp.m_selects[0]} rows)")
     reason[~live] = ("group too small for the unbounded mean at this ε: noisy count n̂ < 1")
     return MetricResult(
         value=np.where(ok, mean, nan),
