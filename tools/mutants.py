@@ -43,6 +43,12 @@ class Mutation:
 H = "mechanisms/histogram.py"
 T = "tests/mechanisms/"
 FC = "tests/friendlycore/"
+TA = "tests/aggregate/"
+GB = "mechanisms/grouped_bounded.py"
+GQ = "mechanisms/grouped_quantile.py"
+GM = "mechanisms/grouped_mean.py"
+AG = "mechanisms/aggregate.py"
+EG = "engines/grouped.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
     # ---- the five privacy-critical mutations the review tried
@@ -171,6 +177,60 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("render-markup", "CLI: released keys rendered as rich markup", "cli/_render.py",
              "markup=False, emoji=False", "markup=True, emoji=True",
              ("tests/cli/test_cli_escaping.py",)),
+    # ---- issue 13: group-by aggregates (privagg.aggregate and its metrics)
+    Mutation("agg-count-replace-factor-1", "aggregate: count Δ without the factor 2 for replace", GB,
+             "    factor = 2 if c.replace else 1\n    sens = factor * c.max_groups * c.max_rows",
+             "    factor = 1\n    sens = factor * c.max_groups * c.max_rows",
+             (TA + "test_bounded_known.py::test_count_plan_known_answers",)),
+    Mutation("agg-sum-replace-factor-1", "aggregate: sum Δ without the factor 2 for replace", GB,
+             "    factor = 2 if c.replace else 1\n    changed = factor * c.max_groups",
+             "    factor = 1\n    changed = factor * c.max_groups",
+             (TA + "test_bounded_known.py::test_sum_plan_known_answers",)),
+    Mutation("agg-count-no-linf", "aggregate: count Δ = ℓ0 (without ℓ∞)", GB,
+             "sens = factor * c.max_groups * c.max_rows", "sens = factor * c.max_groups",
+             (TA + "test_bounded_known.py::test_count_plan_known_answers",)),
+    Mutation("agg-sum-no-linf", "aggregate: sum Δ without ℓ∞", GB,
+             "term_sens = changed * c.max_rows * row_bound", "term_sens = changed * row_bound",
+             (TA + "test_bounded_known.py::test_sum_plan_known_answers",)),
+    Mutation("agg-sum-no-clamp", "aggregate: sum terms not clamped to [lo, hi]", GB,
+             "    x = np.fmax(np.asarray(values, dtype=np.float64), lower)\n    np.fmin(x, upper, out=x)\n",
+             "    x = np.array(values, dtype=np.float64)\n",
+             (TA + "test_bounded_exact.py",)),
+    Mutation("agg-mean-sum-sens-half", "aggregate: bounded mean's centered-sum Δ halved", GB,
+             "centered = _sum_plan(where, lo, hi, e_t - 1, k_hi - k_lo, half, c, beta)",
+             "centered = _sum_plan(where, lo, hi, e_t - 1, (k_hi - k_lo) // 2, half, c, beta)",
+             (TA + "test_bounded_known.py::test_mean_plan_known_answers",)),
+    Mutation("agg-quantile-scale-no-2", "aggregate: quantile noise Δ/ε instead of 2Δ/ε", GQ,
+             "scales = (Fraction(2 * delta_u) / (eps_g * share), Fraction(2 * delta_u) / (eps_g * (1 - share)))",
+             "scales = (Fraction(delta_u) / (eps_g * share), Fraction(delta_u) / (eps_g * (1 - share)))",
+             (TA + "test_quantile.py",)),
+    Mutation("agg-quantile-replace-1", "aggregate: quantile ε per group without the replace factor", GQ,
+             "groups_per_unit = int(contribution.max_groups) * (2 if contribution.replace else 1)",
+             "groups_per_unit = int(contribution.max_groups)",
+             (TA + "test_quantile.py",)),
+    Mutation("agg-selection-no-l0", "aggregate: key selection at ε_sel, δ_sel (no division by ℓ0)", AG,
+             "k = int(max_groups) * (2 if replace else 1)", "k = 2 if replace else 1",
+             (TA + "test_api_aggregate.py::test_selection_parameters_known_answers",)),
+    Mutation("agg-split-ignores-weights", "aggregate: the budget split ignores the weights", AG,
+             "return {s: (eps * w[s] / total_w, dlt * w[s] / total_dw if need",
+             "return {s: (eps / len(w), dlt / len(delta_steps) if need",
+             (TA + "test_api_aggregate.py::test_split_default_and_weights_known_answers",)),
+    Mutation("agg-ledger-after-noise", "aggregate: noise drawn (metrics run) before the ledger charge", AG,
+             "    if ledger is not None:\n        ledger.charge(loss, mechanism=caller",
+             "    _early = ({m.name: m.run(cand, *split[m.name], Contribution(l0, linf, replace), gen) for m in mets}\n"
+             "              if cand.size else None)\n"
+             "    if ledger is not None:\n        ledger.charge(loss, mechanism=caller",
+             (TA + "test_aggregate_mutants.py",)),
+    Mutation("agg-engine-count-no-linf", "aggregate engine: counts of a unit's rows not capped at ℓ∞", EG,
+             "least(x.r, $linf)::BIGINT AS r ", "(x.r + 0 * $linf)::BIGINT AS r ",
+             (TA + "test_api_aggregate.py::test_units_bounding_caps_groups_and_rows",)),
+    Mutation("agg-engine-values-no-linf", "aggregate engine: every row of a kept (unit, group) kept", EG,
+             'whole = f"SELECT {kl}, {vl} FROM tk WHERE r_all <= $linf"',
+             'whole = f"SELECT {kl}, {vl} FROM tk WHERE r_all > 0 OR $linf < 0"',
+             (TA + "test_api_aggregate.py::test_units_bounding_caps_groups_and_rows",)),
+    Mutation("agg-fc-core-sens-half", "aggregate: FriendlyCore core-average sensitivity r/m instead of 2r/m", GM,
+             "spread_g = 2.0 * radius / g_c", "spread_g = 1.0 * radius / g_c",
+             (TA + "test_aggregate_mutants.py",)),
 )
 
 

@@ -58,7 +58,10 @@ def _api_base(name: str) -> inv.Observation:
 
 
 API_NAMES = ["stable_histogram", "stable_histogram add_remove", "stable_histogram units", "laplace_histogram",
-             "private_mean", "private_kmeans", "friendly (ball)"]
+             "private_mean", "private_kmeans", "friendly (ball)",
+             "aggregate pandas (count, sum, unbounded mean, quantile; selection)",
+             "aggregate pandas (units array, domain, where)",
+             "aggregate path (CSV; count, quantile with bounds; where with CAST)"]
 
 
 def test_api_case_names_are_all_covered() -> None:
@@ -71,7 +74,9 @@ def _api_params() -> list:
     out = []
     for name in API_NAMES:
         for record in RECORDS:
-            usable = record.has_key if kinds[name] == "keys" else record.row is not None
+            kind = kinds[name]
+            usable = (True if kind in ("frame", "path") else
+                      record.has_key if kind == "keys" else record.row is not None)
             if usable:
                 out.append(pytest.param(name, record, id=f"{name}-{record.name}"))
     return out
@@ -135,3 +140,55 @@ def test_control_a_raw_escape_on_stdout_is_caught(tmp_path: Path) -> None:
     base = inv.cli_observation(case, tmp_path, None, invoke=echo)
     ansi = next(r for r in RECORDS if r.name == "ANSI clear-screen key")
     assert base.differences(inv.cli_observation(case, tmp_path, ansi.line, invoke=echo))
+
+
+def test_control_the_aggregate_inputs_carry_the_hostile_record(tmp_path: Path) -> None:
+    """The Parquet CLI case and the pandas / path API cases really see D plus the record."""
+    import pyarrow.parquet as pq
+
+    nan = next(r for r in RECORDS if r.name == "NaN values")
+    markup = next(r for r in RECORDS if r.name == "markup key")
+    seen: list[tuple[int, list]] = []
+
+    def probe(args: list[str]) -> tuple[int, bytes, bytes]:
+        if args[0] == "aggregate":
+            t = pq.read_table(args[1])
+            seen.append((t.num_rows, t.column("key").to_pylist()[-1:] + t.column("x").to_pylist()[-1:]))
+        return 0, b"", b""
+
+    case = next(c for c in inv.CLI_CASES if c.input == "parquet")
+    n = len(inv.base_rows())
+    inv.cli_observation(case, tmp_path, None, invoke=probe)
+    inv.cli_observation(case, tmp_path, markup.line, invoke=probe)
+    inv.cli_observation(case, tmp_path, nan.line, invoke=probe)
+    assert seen[0][0] == n and seen[1] == (n + 1, ["[bold red]x[/bold red]", 1.0])
+    assert seen[2][0] == n + 1 and np.isnan(seen[2][1][1])
+    frame = inv.base_frame(markup)
+    assert len(frame) == n + 1 and frame["key"].iloc[-1] == "[bold red]x[/bold red]"
+    assert [str(t) for t in frame.dtypes] == ["object", "float64", "float64"]
+    got: list[bytes] = []
+    path_case = inv.ApiCase("probe", "path", lambda p: got.append(Path(p).read_bytes()))
+    inv.api_observation(path_case, markup)
+    assert got[0].endswith(markup.line + b"\n")
+
+
+def test_control_an_aggregate_warning_on_a_hostile_key_is_caught(monkeypatch) -> None:
+    """An aggregate whose engine warns when it meets a markup key: the pandas case must show it."""
+    import warnings
+
+    import privagg.engines.grouped as grouped
+
+    original = grouped.open_table
+
+    def leaky(table, **kwargs):
+        if hasattr(table, "columns") and table["key"].astype(str).str.contains("[", regex=False).any():
+            warnings.warn("odd key", UserWarning, stacklevel=2)
+        return original(table, **kwargs)
+
+    monkeypatch.setattr(grouped, "open_table", leaky)
+    case = next(c for c in inv.api_cases() if c.kind == "frame")
+    base = inv.api_observation(case, None)
+    markup = next(r for r in RECORDS if r.name == "markup key")
+    obs = inv.api_observation(case, markup)
+    assert base is not None and obs is not None
+    assert base.differences(obs), "the harness missed a warning raised on one hostile key"

@@ -22,7 +22,11 @@ that quotes a record in its error message must be caught), see ``tests/invarianc
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import functools
+import shutil
+import tempfile
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +44,9 @@ __all__ = [
     "API_CASES",
     "Observation",
     "base_csv",
+    "base_frame",
+    "frame_row",
+    "write_parquet",
     "cli_observation",
     "api_observation",
     "invariance_table",
@@ -163,6 +170,56 @@ def base_csv(extra: bytes | None = None) -> bytes:
     return b"\n".join(lines) + b"\n"
 
 
+def _as_float(v: Any) -> float | None:
+    try:
+        return float(v)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def frame_row(record: HostileRecord) -> tuple[str | None, float | None, float | None]:
+    """The hostile record as a typed row (key text, x, y doubles) for a DataFrame or Parquet file.
+
+    A key that is not text is written as its ``str``; a value that is no double (text, a tuple, an
+    integer beyond the double range) is NULL; a record without a point keeps the CSV's ``1, 2``.
+    """
+    key = record.key
+    if isinstance(key, bytes):
+        key = key.decode("latin-1")
+    elif key is not None and not isinstance(key, str):
+        key = str(key)
+    if record.row is None:
+        return key, 1.0, 2.0
+    x, y = (list(record.row) + [None, None])[:2]
+    return key, _as_float(x), _as_float(y)
+
+
+def base_frame(record: HostileRecord | None = None) -> Any:
+    """D (+ ``record``) as a pandas DataFrame with a fixed schema: key object (text), x, y float64."""
+    import pandas as pd
+
+    rows = [(k, x, y) for k, x, y in base_rows()]
+    if record is not None:
+        rows.append(frame_row(record))
+    frame = pd.DataFrame(rows, columns=["key", "x", "y"])
+    return frame.astype({"key": object, "x": "float64", "y": "float64"})
+
+
+def write_parquet(path: Path, record: HostileRecord | None = None) -> None:
+    """D (+ ``record``) as a Parquet file with the schema key string, x double, y double (a NaN
+    stays NaN, a value that is no double is NULL)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [(k, x, y) for k, x, y in base_rows()]
+    if record is not None:
+        rows.append(frame_row(record))
+    keys, xs, ys = zip(*rows, strict=True)
+    table = pa.table({"key": pa.array(keys, pa.string()), "x": pa.array(xs, pa.float64()),
+                      "y": pa.array(ys, pa.float64())})
+    pq.write_table(table, path)
+
+
 # --- the CLI --------------------------------------------------------------------------------
 
 
@@ -173,6 +230,9 @@ class CliCase:
     name: str
     args: tuple[str, ...]
     ledger: bool = False
+    #: ``"csv"`` (``{data}`` is D as CSV plus the hostile line) or ``"parquet"`` (``{data}`` is D as
+    #: a typed Parquet file — key VARCHAR, x/y DOUBLE — plus the hostile record's in-memory form).
+    input: str = "csv"
 
 
 CLI_CASES: tuple[CliCase, ...] = (
@@ -193,6 +253,23 @@ CLI_CASES: tuple[CliCase, ...] = (
     CliCase("mean (table)", ("mean", "{data}", "--columns", "x,y", "--epsilon", "1", "--delta", "1e-6")),
     CliCase("kmeans (table)",
             ("kmeans", "{data}", "--columns", "x,y", "--k", "2", "--epsilon", "1", "--delta", "1e-6")),
+    CliCase("aggregate (count + bounded sum, private selection, ledger)",
+            ("aggregate", "{data}", "--by", "key", "--count", "--sum", "x:-5:50", "--epsilon", "1",
+             "--delta", "1e-6", "--seed", "1", "--ledger", "{ledger}"), ledger=True),
+    CliCase("aggregate (unbounded mean + quantile, domain, json)",
+            ("aggregate", "{data}", "--by", "key", "--mean", "y", "--quantile", "x:0.5",
+             "--domain", "{keys}", "--epsilon", "1", "--delta", "1e-6", "--seed", "1", "--json")),
+    CliCase("aggregate (privacy unit, 2 groups per unit, bounded mean)",
+            ("aggregate", "{data}", "--by", "key", "--count", "--mean", "x:-5:50", "--privacy-unit", "y",
+             "--max-groups-per-unit", "2", "--max-rows-per-group", "2", "--epsilon", "1",
+             "--delta", "1e-6", "--seed", "1")),
+    CliCase("aggregate (--where with a failing CAST, json)",
+            ("aggregate", "{data}", "--by", "key", "--count", "--quantile", "y:0.9:-5:50",
+             "--where", "CAST(x AS DOUBLE) > 1 AND CAST(y AS INTEGER) < 30", "--epsilon", "1",
+             "--delta", "1e-6", "--seed", "1", "--json")),
+    CliCase("aggregate (Parquet, count + sum + quantile, domain)",
+            ("aggregate", "{data}", "--by", "key", "--count", "--sum", "y:0:50", "--quantile", "x:0.5",
+             "--domain", "{keys}", "--epsilon", "1", "--seed", "1"), input="parquet"),
 )
 
 _CONTROL = set(range(0x20)) - {0x0A} | {0x7F}
@@ -214,15 +291,22 @@ def cli_observation(case: CliCase, folder: Path, extra: bytes | None,
                     invoke: Callable[[list[str]], tuple[int, bytes, bytes]] | None = None) -> Observation:
     """Run ``case`` on D (+ the ``extra`` line) in ``folder`` and observe exit code and stderr.
 
-    The files have the same names in every run (``data.csv``, ``domain.txt``, ``budget.ledger``),
-    so messages that name them are comparable. ``invoke`` runs the CLI and returns
-    ``(exit_code, stdout, stderr)``; default: click's in-process runner.
+    The files have the same names in every run (``data.csv``/``data.parquet``, ``domain.txt``,
+    ``keys.csv``, ``budget.ledger``), so messages that name them are comparable. ``invoke`` runs
+    the CLI and returns ``(exit_code, stdout, stderr)``; default: click's in-process runner.
     """
     folder.mkdir(parents=True, exist_ok=True)
-    data = folder / "data.csv"
-    data.write_bytes(base_csv(extra))
+    if case.input == "parquet":
+        data = folder / "data.parquet"
+        record = None if extra is None else next(r for r in HOSTILE_RECORDS if r.line == extra)
+        write_parquet(data, record)
+    else:
+        data = folder / "data.csv"
+        data.write_bytes(base_csv(extra))
     domain = folder / "domain.txt"
     domain.write_text("A\nB\nC\nD\n", encoding="utf-8")
+    keys = folder / "keys.csv"
+    keys.write_text("key\nA\nB\nC\nD\n", encoding="utf-8")
     ledger = folder / "budget.ledger"
     for stale in folder.glob("budget.ledger*"):
         stale.unlink()
@@ -231,7 +315,7 @@ def cli_observation(case: CliCase, folder: Path, extra: bytes | None,
                                                   "--delta", "1e-3"])
         if code != 0:
             raise RuntimeError(f"budget init failed: {err!r}")
-    names = {"data": str(data), "domain": str(domain), "ledger": str(ledger)}
+    names = {"data": str(data), "domain": str(domain), "keys": str(keys), "ledger": str(ledger)}
     args = [a.format(**names) for a in case.args]
     code, out, err = (invoke or _click_invoke)(args)
     return Observation(exit_code=code, stderr=err, stdout_clean=_stdout_clean(out))
@@ -256,7 +340,9 @@ def _click_invoke(args: list[str]) -> tuple[int, bytes, bytes]:
 
 @dataclass(frozen=True)
 class ApiCase:
-    """A Python mechanism run on an in-memory column (``kind="keys"``) or point list."""
+    """A Python mechanism run on an in-memory column (``kind="keys"``), a point list (``"rows"``),
+    a pandas DataFrame ``key, x, y`` (``"frame"``, :func:`base_frame`) or the path of D's CSV file
+    (``"path"``, :func:`base_csv` plus the record's raw line)."""
 
     name: str
     kind: str
@@ -290,6 +376,20 @@ def _api_cases() -> tuple[ApiCase, ...]:
         ApiCase("private_kmeans", "rows",
                 lambda rows: privagg.private_kmeans(rows, 2, epsilon=1.0, delta=1e-6, rng=1)),
         ApiCase("friendly (ball)", "rows", _friendly),
+        ApiCase("aggregate pandas (count, sum, unbounded mean, quantile; selection)", "frame",
+                lambda frame: privagg.aggregate(
+                    frame, by="key", metrics=[privagg.count(), privagg.sum("x", (-5, 50)), privagg.mean("y"),
+                                              privagg.quantile("x", 0.5)],
+                    epsilon=1.0, delta=1e-6, rng=1)),
+        ApiCase("aggregate pandas (units array, domain, where)", "frame",
+                lambda frame: privagg.aggregate(
+                    frame, by="key", metrics=[privagg.count(), privagg.mean("x", (-5, 50))],
+                    units=np.arange(len(frame)) // 3, max_groups_per_unit=2, max_rows_per_group=2,
+                    domain=["A", "B", "C", "D"], where="x > 1 OR y < 0", epsilon=1.0, rng=1)),
+        ApiCase("aggregate path (CSV; count, quantile with bounds; where with CAST)", "path",
+                lambda path: privagg.aggregate(
+                    path, by="key", metrics=[privagg.count(), privagg.quantile("y", 0.9, (-5, 50))],
+                    where="CAST(x AS DOUBLE) > 1", neighbors="replace", epsilon=1.0, delta=1e-6, rng=1)),
     )
 
 
@@ -303,11 +403,24 @@ def api_cases() -> tuple[ApiCase, ...]:
     return API_CASES
 
 
+@functools.cache
+def _api_folder() -> Path:
+    """A private folder for the ``"path"`` cases' file (the same name in every run)."""
+    folder = tempfile.mkdtemp(prefix="privagg-invariance-api-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return Path(folder)
+
+
 def api_observation(case: ApiCase, record: HostileRecord | None) -> Observation | None:
     """Run ``case`` on D (+ ``record``); ``None`` when the record has no in-memory form here."""
     rows = base_rows()
-    if case.kind == "keys":
-        data: list[Any] = [k for k, _, _ in rows]
+    if case.kind == "frame":
+        data: Any = base_frame(record)
+    elif case.kind == "path":
+        data = _api_folder() / "data.csv"
+        data.write_bytes(base_csv(None if record is None else record.line))
+    elif case.kind == "keys":
+        data = [k for k, _, _ in rows]
         if record is not None:
             if not record.has_key:
                 return None
