@@ -63,7 +63,7 @@ def _adversarial(rng, lo, hi, n):
     return v
 
 
-@pytest.mark.parametrize("bounds", [(-1.0, 3.0), (0.1, 0.2), (-1e300, 1e300), (-3e-310, 1e-309)])
+@pytest.mark.parametrize("bounds", [(-1.0, 3.0), (0.1, 0.2), (-1e250, 1e250), (-3e-310, 1e-309)])
 def test_integer_sums_match_exact_rationals(bounds):
     """Bounds, beyond, subnormals, ±0, exact ties k·h ± h/2 and their neighbours: the integer
     sums equal Σ round(clamp(x)/h) computed in Fractions."""

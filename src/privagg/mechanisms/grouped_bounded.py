@@ -61,8 +61,10 @@ TERM_BITS = 38
 CHUNK_ROWS = 1 << 22
 #: ``low``/``high`` cover the noise with probability at least this much.
 LEVEL = Fraction(95, 100)
-#: Bounds must satisfy ``max(|lo|, |hi|) <= 2^MAX_BOUND_BITS`` (grid midpoints stay finite).
-MAX_BOUND_BITS = 1000
+#: Bounds must satisfy ``max(|lo|, |hi|) <= 2^MAX_BOUND_BITS``: grid midpoints stay finite, and the
+#: release exponent stays below ``_E_MAX`` (with bounds near 2^1000 it reached the cap and the
+#: noise table took minutes to build, a hang that depended only on the parameters).
+MAX_BOUND_BITS = 850
 #: The release grid exponent is kept in the range that ``grid_laplace_integers`` accepts.
 _E_MIN, _E_MAX = -1000, 900
 #: Released grid coordinates are clipped to ``±2^RELEASE_BOUND_BITS`` (the grid module's bound).
