@@ -330,20 +330,14 @@ def _two_sum_err(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return s, (a - (s - bb)) + (b - bb)
 
 
-def _count_below(sv: np.ndarray, start: np.ndarray, end: np.ndarray, t: np.ndarray,
-                 inclusive: np.ndarray) -> np.ndarray:
-    """For each query ``i``: ``#{k in [start_i, end_i) : sv[k] < t_i}`` (or ``<=`` where
-    ``inclusive``), ``sv`` sorted ascending on each range: a vectorized binary search."""
-    lo, hi = start.copy(), end.copy()
-    while True:
-        act = np.flatnonzero(lo < hi)
-        if not act.size:
-            return lo - start
-        mid = (lo[act] + hi[act]) >> 1
-        b = sv[mid]
-        right = (b < t[act]) | (inclusive[act] & (b == t[act]))
-        lo[act[right]] = mid[right] + 1
-        hi[act[~right]] = mid[~right]
+def _complex_keys(seg: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``seg + i·values`` as complex128, built part by part (``1j·v`` would turn ``0·inf`` into
+    NaN): numpy orders complex numbers lexicographically (real part, then imaginary part), so a
+    searchsorted on these keys is a binary search by (segment, value), exactly."""
+    k = np.empty(values.shape, dtype=np.complex128)
+    k.real = seg
+    k.imag = values
+    return k
 
 
 def friend_counts_1d(sv: np.ndarray, seg: np.ndarray, start: np.ndarray, end: np.ndarray,
@@ -351,18 +345,24 @@ def friend_counts_1d(sv: np.ndarray, seg: np.ndarray, start: np.ndarray, end: np
     """Friend counts (self included) for the exact predicate ``|a − b| <= r`` (real numbers).
 
     ``sv``: values sorted ascending within each segment; item ``i`` belongs to the segment
-    ``[start[seg[i]], end[seg[i]])`` with radius ``radius[seg[i]]`` (finite, ``<= 2^62``). The
+    ``[start[seg[i]], end[seg[i]])`` with radius ``radius[seg[i]]`` (finite, ``<= 2^62``); the
+    segments are contiguous and in order (``seg`` ascending, ``start``/``end`` its offsets). The
     friends of ``a`` are the values in the real interval ``[a − r, a + r]``: with ``t = fl(a − r)``
     and its exact error ``e = (a − r) − t``, the values ``b >= a − r`` are ``b > t``, plus ``b = t``
     iff ``e <= 0`` (no float lies strictly between ``t`` and ``a − r``); likewise on the right.
+    ``b <= t`` is ``b < nextafter(t, +inf)`` (``b`` finite), so both ends are one searchsorted
+    (``side="left"``) over the (segment, value) keys; the items of earlier segments cancel in
+    the difference.
     """
     r = radius[seg]
-    s0, e0 = start[seg], end[seg]
     tl, el = _two_sum_err(sv, -r)
     tu, eu = _two_sum_err(sv, r)
-    below = _count_below(sv, s0, e0, tl, el > 0)  # excluded: b < a − r
-    upto = _count_below(sv, s0, e0, tu, eu >= 0)  # b <= a + r
-    return upto - below
+    np.copyto(tl, np.nextafter(tl, np.inf), where=el > 0)  # excluded: b < a − r
+    np.copyto(tu, np.nextafter(tu, np.inf), where=eu >= 0)  # counted: b <= a + r
+    keys = _complex_keys(seg, sv)
+    upto = np.searchsorted(keys, _complex_keys(seg, tu), side="left")
+    below = np.searchsorted(keys, _complex_keys(seg, tl), side="left")
+    return (upto - below).astype(np.int64)
 
 
 def _sum_sensitivity(clip_r: np.ndarray, e_s: np.ndarray, e_g: np.ndarray) -> np.ndarray:
@@ -494,7 +494,8 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws) -> 
     rate = np.where(live, np.minimum(1.0, m_loc / n_pos), 0.0)
     take = draws.uniform("subsample", grp) < rate[grp]
     sub_v, sub_g = x[take], grp[take]
-    order = np.argsort(sub_v, kind="stable")
+    # unstable: equal values are equal bits, but for ±0.0, which no later step tells apart
+    order = np.argsort(sub_v)
     gdt = np.int16 if n_groups < 2**15 else np.int32 if n_groups < 2**31 else np.int64
     order = order[np.argsort(sub_g[order].astype(gdt), kind="stable")]  # radix for int16
     sv, sg = sub_v[order], sub_g[order]  # sorted by (group, value)
@@ -504,7 +505,8 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws) -> 
     # 3. radius: report-noisy-max of the consecutive-pair counts in a keyed random order
     bits = np.ascontiguousarray(sv).view(np.uint64)[:, None]
     h = row_hash(bits, draws.keys("order"))
-    ho = np.argsort(h, kind="stable")  # ties: by value (sv is sorted)
+    # unstable: row_hash is a bijection of the bits, so equal hashes are equal values
+    ho = np.argsort(h)
     ho = ho[np.argsort(sg[ho].astype(gdt), kind="stable")]
     hv, hg = sv[ho], sg[ho]
     same = hg[1:] == hg[:-1]
