@@ -49,7 +49,7 @@ import numpy as np
 
 from .._validate import fail, quiet_numerics
 from ..friendlycore.filter import keep_probabilities
-from ..friendlycore.radius import grid_levels
+from ..friendlycore.radius import _MANTISSA, _SQRT2_F, grid_levels
 from ..noise.grid import GRID_BITS
 from ..noise.samplers import bernoulli_rational, discrete_laplace
 from .grouped import Contribution, GroupedValues, MetricResult
@@ -391,9 +391,11 @@ def _noisy_range_sums(dev: np.ndarray, grp: np.ndarray, off: np.ndarray, r_lo: n
     eps_f = np.array([_float_down(e) for e in eps_sums])[which]
     clip_r = np.maximum(r_lo, r_hi)
     e_s = np.frexp(clip_r)[1] - TERM_BITS  # R < 2^(e_s + TERM_BITS)
-    np.minimum(dev, r_hi[grp], out=dev)
-    np.maximum(dev, -r_lo[grp], out=dev)
-    s_terms = np.rint(np.ldexp(dev, -e_s[grp])).astype(np.int64)
+    sizes = np.diff(off)  # grp is sorted: np.repeat(a, sizes) is a[grp], sequentially
+    np.minimum(dev, np.repeat(r_hi, sizes), out=dev)
+    np.maximum(dev, np.repeat(-r_lo, sizes), out=dev)
+    np.ldexp(dev, np.repeat(-e_s, sizes), out=dev)
+    s_terms = np.rint(dev, out=dev).astype(np.int64)
     s_h = _exact_group_sums(s_terms, off)  # units 2^e_s
     e_g = np.maximum(_grid_exponent(np.minimum(clip_r * _SAFETY / eps_f,
                                                clip_r * _SAFETY)), e_s)
@@ -413,6 +415,25 @@ def side_penalty(eps_quantile: Fraction) -> int:
     return max(1, math.ceil(SIDE_PENALTY * 2 / eps_quantile))
 
 
+def _row_bins(dev: np.ndarray, inv_upper: np.ndarray, top_level: int) -> np.ndarray:
+    """``clip(grid_levels(fl(|dev|·inv_upper)²), L − 1, top + 1) − (L − 1)`` (``L``:
+    ``_LEVEL_LOW``), int64, with few temporaries (bit for bit :func:`grid_levels`)."""
+    u = np.abs(dev)
+    u *= inv_upper
+    u *= u
+    np.abs(u, out=u)
+    t = u.view(np.int64)
+    t -= 1
+    level = t >> 52
+    level *= 2
+    level -= 2045
+    t &= _MANTISSA
+    level += t >= _SQRT2_F
+    np.clip(level, _LEVEL_LOW - 1, top_level + 1, out=level)
+    level -= _LEVEL_LOW - 1
+    return level
+
+
 def _segments(sorted_group: np.ndarray, n_groups: int) -> np.ndarray:
     return np.searchsorted(sorted_group, np.arange(n_groups + 1, dtype=np.int64)).astype(np.int64)
 
@@ -420,9 +441,10 @@ def _segments(sorted_group: np.ndarray, n_groups: int) -> np.ndarray:
 def _exact_group_sums(terms: np.ndarray, off: np.ndarray) -> np.ndarray:
     """``Σ terms`` per segment, exact (int64 terms; a wrapping cumsum's differences are exact
     modulo 2⁶⁴, hence exact when each segment's sum fits int64)."""
-    cs = np.concatenate([np.zeros(1, np.int64), np.cumsum(terms, dtype=np.int64)])
-    with np.errstate(over="ignore"):
-        return cs[off[1:]] - cs[off[:-1]]
+    ext = np.concatenate([terms.astype(np.int64, copy=False), np.zeros(1, np.int64)])
+    sums = np.add.reduceat(ext, off[:-1])  # wraps modulo 2⁶⁴ like the cumsum it replaces
+    sums[off[1:] == off[:-1]] = 0  # reduceat gives the next element for an empty segment
+    return sums
 
 
 @quiet_numerics
@@ -574,13 +596,15 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws) -> 
     top_level = 4 * int(a_top.max(initial=0))
     width = 2 * a_top + QUANTILE_GRID + 1  # edges per group: U·2^{k/2}, k = 2A … 1; U·2^{−j/4}
     j_max = int(width.max(initial=1))
-    dev = x - center[grp]  # may be ±inf for far rows: clipped below, top bin here
-    u = np.abs(dev) * (1.0 / upper)[grp]
-    lvl = grid_levels(u * u)  # level <= k iff fl(u)² <= 2^{k/2}, i.e. about u <= 2^{k/4}
+    dev = x - np.repeat(center, sizes)  # may be ±inf for far rows: clipped below, top bin here
     nb = top_level - _LEVEL_LOW + 3
-    lb = np.minimum(np.maximum(lvl, _LEVEL_LOW - 1), top_level + 1) - (_LEVEL_LOW - 1)
-    side = (dev < 0).astype(np.int64)  # 0: x >= ĉ (the upper side), 1: x < ĉ (or NaN-free: all)
-    hist = np.bincount((2 * grp + side) * nb + lb, minlength=2 * n_groups * nb)
+    # bin index (2g + side)·nb + lb, lb the clipped grid level (:func:`grid_levels`, in place)
+    # of fl(u)², u = |dev|/U: level <= k iff fl(u)² <= 2^{k/2}, i.e. about u <= 2^{k/4};
+    # side 0: x >= ĉ (the upper side), 1: x < ĉ
+    hidx = _row_bins(dev, np.repeat(1.0 / upper, sizes), top_level)
+    hidx += (dev < 0) * nb
+    hidx += np.repeat(np.arange(n_groups, dtype=np.int64) * (2 * nb), sizes)
+    hist = np.bincount(hidx, minlength=2 * n_groups * nb)
     hist = hist.reshape(n_groups, 2, nb)
     suffix = np.cumsum(hist[:, :, ::-1], axis=2)[:, :, ::-1]  # suffix[g, s, i] = #{bin >= i}
     jj = np.arange(j_max)[None, :]
