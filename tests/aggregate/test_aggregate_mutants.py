@@ -54,9 +54,9 @@ def test_exhausted_ledger_stops_before_any_metric_or_draw(tmp_path, monkeypatch)
 class _Recorder(grouped_mean._Draws):
     seen: dict[str, tuple[np.ndarray, object]] = {}
 
-    def dlap_scaled(self, name, sens, eps):
-        type(self).seen[name] = (np.array(sens), eps)
-        return super().dlap_scaled(name, sens, eps)
+    def dlap_scaled(self, name, sens, eps, which):
+        type(self).seen[name] = (np.array(sens), eps, np.array(which))
+        return super().dlap_scaled(name, sens, eps, which)
 
 
 @pytest.mark.parametrize("replace", [False, True])
@@ -71,12 +71,14 @@ def test_core_average_noise_at_least_the_proven_sensitivity(monkeypatch, replace
     c = Contribution(max_groups=1, max_rows=1, replace=replace)
     res = grouped_mean.friendly_means(gv, epsilon=1.0, delta=1e-6, contribution=c, rng=np.random.default_rng(7))
     assert res.ok.all()
-    sens, eps_cm = _Recorder.seen["core_mean"]
+    sens, eps_cm, which = _Recorder.seen["core_mean"]
     fp = grouped_mean.friendly_means_plan(1.0, 1e-6, c)
-    assert eps_cm == fp.group.eps_core_mean
+    assert eps_cm == tuple(p.eps_core_mean for p in fp.plans)
+    plans = [fp.plans[int(k)] for k in which]  # the plan each group's released n̂ chose
     r = res.extra["radius"]
-    m_low = res.extra["m_hat"] - fp.group.core_count_shift
+    m_low = res.extra["m_hat"] - np.array([p.core_count_shift for p in plans])
     sens_m = 2.0 * r / m_low * grouped_mean._SAFETY
-    e_c = grouped_mean._grid_exponent(np.minimum(sens_m / grouped_mean._float_down(eps_cm), sens_m))
+    eps_lo = np.array([grouped_mean._float_down(p.eps_core_mean) for p in plans])
+    e_c = grouped_mean._grid_exponent(np.minimum(sens_m / eps_lo, sens_m))
     data_units = sens.astype(np.float64) * np.ldexp(1.0, e_c)
     assert np.all(data_units >= 2.0 * r / m_low), (data_units, 2.0 * r / m_low)
