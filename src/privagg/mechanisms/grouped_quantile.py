@@ -305,7 +305,7 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
         bounds). Never ⊥: an empty group (size 0 after bounding) gets a candidate drawn by the
         same mechanism on zero rows (the first maximum of pure noise), a valid release that says
         nothing about the data. ``low`` / ``high``: the window the final stage searched (the
-        cell chosen by the stage before it); ``low <= value <= high`` always. They are NOT a
+        cell chosen by the stage before it, with bounds widened by one cell on each side); ``low <= value <= high`` always. They are NOT a
         confidence interval of the true quantile: they contain it when the earlier stages chose
         the cell holding it, which is likely only when ``n`` is large against
         ``extra["rank_error"]``. ``extra``: ``"rank_error"`` (per group, public): with
