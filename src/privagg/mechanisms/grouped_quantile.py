@@ -13,13 +13,17 @@ i.i.d. (report-noisy-max, docs/proofs/mean.md §2b). Counts for all groups and c
 
 Grids (all candidates are exactly representable floats, so ``x <= t`` is an exact comparison):
 
-- ``bounds=(lo, hi)``: stage 1 (ε/4) on the *dyadic* grid ``{m·2^e : m integer, lo <= m·2^e <= hi}``
-  with the least ``e`` giving at most ``2^BOUNDED_COARSE_BITS = 256`` candidates (:func:`dyadic_grid`),
-  stage 2 (3ε/4) on the dyadic grid of at most ``2^BOUNDED_BITS`` candidates in
-  ``[t − W·2^e, t + W·2^e] ∩ [lo, hi]`` around the stage-1 choice ``t`` (measured: far more
-  accurate than one stage of 2^12 candidates on wide ranges at n = 10^4, somewhat less at
-  n = 10^3, q = 0.9; docs/proofs/aggregate_quantile.md §6). Rows outside ``[lo, hi]`` count as below / above every
-  candidate, exactly as if clamped to it.
+- ``bounds=(lo, hi)``: stage 1 (ε/4) chooses a *cell* ``(P[k − 1], P[k]]`` of the public points
+  ``P`` = ``lo``, the dyadic grid of ``[lo, hi]`` with at most ``2^BOUNDED_COARSE_BITS = 16``
+  points (:func:`dyadic_grid`) and ``hi`` (:func:`bounded_cells`; cell 0 is ``(−∞, lo]``) with
+  the cell utility below; stage 2 (3ε/4) the point among at most ``2^BOUNDED_BITS`` dyadic
+  candidates of the chosen cell widened by :data:`BOUNDED_MARGIN` = 1 cell on each side
+  (``[P[k − 2], P[k + 1]] ∩ [lo, hi]``). The old stage 1 (point utility over 256 points at ε/4)
+  was garbage on small groups: with 256 candidates and noise of scale ``2Δ/(ε/4)``, a point far
+  from a group of ~100 rows won often; 16 cells leave few far competitors, and a near miss is
+  inside the margin (measured, docs/proofs/aggregate_quantile.md §6). Rows outside ``[lo, hi]``
+  count as below / above every candidate, exactly as if clamped to it (a row above ``hi`` lies in
+  no cell).
 - ``bounds=None``: stage 1 (3ε/8) chooses a *cell* ``(C[k − 1], C[k]]`` of the public signed
   octave grid ``C = {0} ∪ {±2^j : −40 <= j <= 64}`` (:func:`geometric_grid`; a value below
   ``−2^64`` acts as if clamped to it, one above ``2^64`` counts above every candidate) with
@@ -53,12 +57,13 @@ __all__ = [
     "stage_scales",
 ]
 
-#: Bounded: stage 1 (share ε/4) on at most ``2^BOUNDED_COARSE_BITS`` candidates in [lo, hi],
-#: stage 2 (3ε/4) on at most ``2^BOUNDED_BITS`` candidates in the window of ``±WINDOW`` stage-1 steps.
-BOUNDED_COARSE_BITS = 8
+#: Bounded: stage 1 (share ε/4) chooses a cell of at most ``2^BOUNDED_COARSE_BITS + 1`` cells of
+#: [lo, hi] (:func:`bounded_cells`, cell utility), stage 2 (3ε/4) the point among at most
+#: ``2^BOUNDED_BITS`` candidates in the chosen cell widened by ``BOUNDED_MARGIN`` cells each side.
+BOUNDED_COARSE_BITS = 4
 BOUNDED_COARSE_SHARE = Fraction(1, 4)
-BOUNDED_BITS = 12
-WINDOW = 2
+BOUNDED_BITS = 14
+BOUNDED_MARGIN = 1
 #: Without bounds: stage 1 (share :data:`COARSE_SHARE`) chooses a *cell* of the octave grid
 #: (:func:`geometric_grid`, cell utility), stage 2 the point among at most ``2^UNBOUNDED_BITS``
 #: dyadic candidates of that cell.
@@ -114,6 +119,16 @@ def geometric_grid() -> np.ndarray:
     ``J_MIN <= j <= J_MAX`` (211 exact floats)."""
     pos = np.ldexp(1.0, np.arange(J_MIN, J_MAX + 1))
     return np.concatenate([-pos[::-1], [0.0], pos])
+
+
+def bounded_cells(lo: float, hi: float) -> np.ndarray:
+    """The sorted public stage-1 points with bounds: ``lo``, every point of
+    ``dyadic_grid(lo, hi, BOUNDED_COARSE_BITS)`` and ``hi`` (distinct; at most
+    ``2^BOUNDED_COARSE_BITS + 2`` exact floats). Cell ``k`` is ``(P[k − 1], P[k]]``, cell 0
+    ``(−∞, lo]``."""
+    e, m0, k = dyadic_grid(lo, hi, BOUNDED_COARSE_BITS)
+    pts = np.ldexp(float(m0) + np.arange(k, dtype=np.float64), e)
+    return np.unique(np.concatenate([[lo], pts, [hi]]))
 
 
 def dyadic_grid(lo: float, hi: float, bits: int) -> tuple[int, int, int]:
@@ -290,7 +305,7 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
         bounds). Never ⊥: an empty group (size 0 after bounding) gets a candidate drawn by the
         same mechanism on zero rows (the first maximum of pure noise), a valid release that says
         nothing about the data. ``low`` / ``high``: the window the final stage searched (the
-        cell chosen by the stage before it); ``low <= value <= high`` always. They are NOT a
+        cell chosen by the stage before it, with bounds widened by one cell on each side); ``low <= value <= high`` always. They are NOT a
         confidence interval of the true quantile: they contain it when the earlier stages chose
         the cell holding it, which is likely only when ``n`` is large against
         ``extra["rank_error"]``. ``extra``: ``"rank_error"`` (per group, public): with
@@ -311,15 +326,18 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
     sizes = np.diff(offsets)
 
     if box is not None:
-        e, m0, k = dyadic_grid(box[0], box[1], BOUNDED_COARSE_BITS)
-        first_k = k
-        e_arr = np.full(G, e, dtype=np.int64)
-        m0_arr = np.full(G, float(m0))
-        k_arr = np.full(G, k, dtype=np.int64)
-        pick = _dyadic_stage(x, gid, offsets, sizes, e_arr, m0_arr, k_arr, a, b, scales[0], rng)
-        t = np.ldexp(m0_arr + pick, e_arr)
-        w_lo = np.maximum(t - np.ldexp(float(WINDOW), e_arr), box[0])
-        w_hi = np.minimum(t + np.ldexp(float(WINDOW), e_arr), box[1])
+        cands = bounded_cells(box[0], box[1])
+        first_k = cands.size
+        choice = np.empty(G, dtype=np.int64)
+        for g0, g1 in _group_chunks(G, first_k):
+            lo_r, hi_r = offsets[g0], offsets[g1]
+            cum = _counts_shared(x[lo_r:hi_r], gid[lo_r:hi_r], g0, g1, cands)
+            util = _cell_utility(cum, sizes[g0:g1], a, b)
+            choice[g0:g1] = _noisy_argmax(util, None, scales[0], rng)
+        # the chosen cell (P[k − 1], P[k]], widened by BOUNDED_MARGIN cells each side;
+        # cell 0 is (−∞, lo] → the point lo (with margin: [lo, P[margin]])
+        w_lo = cands[np.maximum(choice - 1 - BOUNDED_MARGIN, 0)]
+        w_hi = cands[np.minimum(choice + BOUNDED_MARGIN, first_k - 1)]
         e_arr, m0_arr, k_arr = _dyadic_windows(w_lo, w_hi, BOUNDED_BITS)
     else:
         cands = geometric_grid()
