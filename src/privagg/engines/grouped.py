@@ -58,6 +58,7 @@ import duckdb
 import numpy as np
 
 from .._validate import fail
+from ..errors import ParameterError
 from . import duckdb as dd
 from .base import PRIORITY_SQL
 from ..mechanisms.grouped import GroupedValues
@@ -218,6 +219,24 @@ def _key_expr(column: str, duckdb_type: str, label: str) -> str:
 
 def _value_expr(column: str, label: str) -> str:
     return f"TRY_CAST(trim({column}) AS DOUBLE)" if label == "csv" else f"CAST({column} AS DOUBLE)"
+
+
+def duplicate_domain_key(caller: str, domain: Any, i: int) -> ParameterError:
+    """The error for a domain whose key ``i`` repeats an earlier one (after the cast): the
+    domain is public, so its key may be shown."""
+    key = tuple(col[i] for col in domain)
+    return fail(caller, "domain", "distinct keys (after the cast to the columns' types)",
+                key if len(key) > 1 else key[0])
+
+
+def domain_columns(domain: Any) -> list[np.ndarray]:
+    """The domain's key columns as object arrays (the values exactly as the user gave them)."""
+    out = []
+    for col in domain:
+        arr = np.empty(len(col), dtype=object)
+        arr[:] = list(col)
+        out.append(arr)
+    return out
 
 
 class GroupedTable:
@@ -437,17 +456,9 @@ class GroupedTable:
             raise fail(caller, "domain", "keys of the 'by' columns' types "
                        f"({', '.join(self._src.types[c] for c in self.by)})", key if len(key) > 1 else key[0])
         if dup:
-            i = int(dup[0][0])
-            key = tuple(col[i] for col in domain)
-            raise fail(caller, "domain", "distinct keys (after the cast to the columns' types)",
-                       key if len(key) > 1 else key[0])
-        out = []
-        for col in domain:
-            arr = np.empty(len(col), dtype=object)
-            arr[:] = list(col)
-            out.append(arr)
+            raise duplicate_domain_key(caller, domain, int(dup[0][0]))
         self._size = len(domain[0])
-        return out
+        return domain_columns(domain)
 
     def _fetch_keys(self, keys: list[str]) -> list[np.ndarray]:
         res = self._run(f"SELECT {', '.join(keys)} FROM grp ORDER BY i", fetch=True)

@@ -149,7 +149,7 @@ def is_spark_dataframe(data: Any) -> bool:
     return cls.__module__.startswith("pyspark.sql") and cls.__name__ == "DataFrame"
 
 
-def _spark_failure(where: str, exc: BaseException) -> ParameterError:
+def _spark_failure(where: str, exc: BaseException, parameter: str = "data") -> ParameterError:
     """Our message for a Spark failure: its error class only (Spark's text may quote data)."""
     condition = None
     getter = getattr(exc, "getCondition", None) or getattr(exc, "getErrorClass", None)
@@ -162,7 +162,7 @@ def _spark_failure(where: str, exc: BaseException) -> ParameterError:
     if isinstance(condition, str) and condition and all(ch.isalnum() or ch in "_." for ch in condition):
         label = condition
     return ParameterError(
-        f"{where}: parameter 'data' must be a Spark DataFrame that Spark can evaluate; Spark failed ({label})."
+        f"{where}: parameter {parameter!r} must be a Spark DataFrame that Spark can evaluate; Spark failed ({label})."
     )
 
 

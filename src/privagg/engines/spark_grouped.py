@@ -65,7 +65,7 @@ import numpy as np
 from .._validate import fail
 from ..errors import ParameterError
 from ..mechanisms.grouped import GroupedValues
-from .grouped import Candidates
+from .grouped import Candidates, domain_columns, duplicate_domain_key
 from .spark import (
     _FLOATS,
     _REFUSED,
@@ -86,18 +86,10 @@ _NUMERIC = {"ByteType", "ShortType", "IntegerType", "LongType", "FloatType", "Do
 
 
 def _failure(caller: str, exc: BaseException) -> ParameterError:
-    """Our message for a Spark failure: its error class only (Spark's text may quote data)."""
-    label = type(exc).__name__
-    getter = getattr(exc, "getCondition", None) or getattr(exc, "getErrorClass", None)
-    if callable(getter):
-        try:
-            condition = getter()
-        except Exception:  # pragma: no cover - defensive: the message is ours either way
-            condition = None
-        if isinstance(condition, str) and condition and all(ch.isalnum() or ch in "_." for ch in condition):
-            label = condition
-    return ParameterError(f"{caller}: parameter 'table' must be a Spark DataFrame that Spark can evaluate; "
-                          f"Spark failed ({label}).")
+    """Our message for a Spark failure (its error class only), naming ``table``."""
+    from .spark import _spark_failure
+
+    return _spark_failure(caller, exc, "table")
 
 
 class SparkGroupedTable:
@@ -176,15 +168,8 @@ class SparkGroupedTable:
         dup = table.group_by(keys).aggregate([("i", "min"), ("i", "count")])
         dup = dup.filter(pa.compute.greater(dup.column("i_count"), 1))
         if dup.num_rows:
-            first = int(pa.compute.min(dup.column("i_min")).as_py())
-            key = tuple(col[first] for col in domain)
-            raise fail(caller, "domain", "distinct keys (after the cast to the columns' types)",
-                       key if len(key) > 1 else key[0])
-        out = []
-        for col in domain:
-            arr = np.empty(len(col), dtype=object)
-            arr[:] = list(col)
-            out.append(arr)
+            raise duplicate_domain_key(caller, domain, int(pa.compute.min(dup.column("i_min")).as_py()))
+        out = domain_columns(domain)
         with _Quiet():
             frame = self.frame.sparkSession.createDataFrame(table)
         self._dom_size = len(domain[0])
