@@ -4,11 +4,19 @@
     to Parquet in a temporary folder; privagg's bounded stable histogram through DuckDB against
     ``SELECT key, COUNT(DISTINCT unit) FROM t GROUP BY key`` on the same file, side by side,
     each in a subprocess whose peak RSS is measured. Targets: ratio ≤ 2, peak ≤ 2 GB.
-(b) Utility at equal (ε, δ), ℓ0, ℓ∞ on the same data: keys released and median relative error
-    of the released counts (against the true number of distinct units per key), privagg against
-    PipelineDP (``pipeline-dp``) and OpenDP (``opendp``, Polars API), each when installed.
+(b) Utility at equal (ε, δ), ℓ0, ℓ∞ on the same data (a ratings-like table, and one where units
+    have few keys so that the bounding bias is small; ℓ0=ℓ∞=1 and ℓ0=3, ℓ∞=2; plus privagg's
+    ℓ0="auto"): keys released and median relative error of the released counts, medians over
+    ``--reps`` repetitions; the error both against the true counts Σ_units min(rows, ℓ∞) (bias +
+    noise) and against each method's own bounded counts (the noise error; for PipelineDP, whose
+    bounded counts are not exposed, against their expectation). privagg against PipelineDP
+    (``pipeline-dp``) and OpenDP (Polars API, truncate_num_groups, run in the throwaway venv of
+    ``make bench-opendp-venv`` through ``--opendp-python``; see :func:`opendp_child` for two
+    opendp 0.16 defects worked around). Then the Gaussian option over a public domain against
+    PipelineDP's public partitions. Results: docs/utility/user_level.md.
 
-Run: ``python benchmarks/user_level.py [--rows 10000000] [--utility-rows 200000]``.
+Run: ``python benchmarks/user_level.py [--rows 10000000] [--utility-rows 200000] [--reps 10]
+[--section speed|utility|all]``.
 """
 
 from __future__ import annotations
@@ -18,12 +26,15 @@ import json
 import subprocess
 import sys
 import tempfile
+import os
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 SEED = 20250601
+OPENDP_VENV = Path(os.environ.get("PRIVAGG_OPENDP_VENV", "/tmp/privagg-opendp-venv"))  # `make bench-opendp-venv`
 
 
 def make_table(n: int, seed: int = SEED) -> tuple[np.ndarray, np.ndarray]:
@@ -86,111 +97,298 @@ def speed(n: int, folder: Path, repeats: int = 3) -> None:
         print(f"{label:<34}{r['seconds']:>22.3f}{r['rss_mb']:>14.0f}{r['seconds'] / plain['seconds']:>8.2f}")
 
 
-def _truth(units: np.ndarray, keys: np.ndarray) -> dict[int, int]:
-    pairs = np.unique(units * np.int64(1 << 20) + keys)
-    k, c = np.unique(pairs % (1 << 20), return_counts=True)
-    return dict(zip(k.tolist(), c.tolist(), strict=True))
+# ---------------------------------------------------------------- (b) utility
+K = 200_000  # keys are in [0, K)
+PEER_EPS_NOTE = ("PipelineDP and OpenDP cannot be seeded: their repetitions are plain reruns; the bounding of each "
+                 "repetition is privagg's (seeded), PipelineDP's (uniform, per unit) and OpenDP's (one shared random "
+                 "key order per repetition).")
 
 
-def _score(name: str, released: dict, truth: dict) -> tuple[str, int, float, dict]:
-    if not released:
-        return name, 0, float("nan"), released
-    rel = [abs(v - truth.get(k, 0)) / max(1, truth.get(k, 0)) for k, v in released.items()]
-    return name, len(released), float(np.median(rel)), released
+def make_few_table(n: int, seed: int = SEED) -> tuple[np.ndarray, np.ndarray]:
+    """Units with few keys (1 + Poisson(0.5) rows each, mostly one key): the bounding bias is small."""
+    rng = np.random.default_rng(seed)
+    per = 1 + rng.poisson(0.5, size=n)
+    units = np.repeat(np.arange(n), per)[:n]
+    keys = rng.zipf(1.3, size=n) % K
+    return units.astype(np.int64), keys.astype(np.int64)
 
 
-def _common_error(released: dict, truth: dict, common: set) -> float:
-    """Median relative error on the keys every method released (same keys for all: a method that
-    releases more small keys is not penalised for them)."""
-    if not common:
+def _pairs(units: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(unit, key, rows) of every distinct (unit, key) pair, sorted by unit then key."""
+    pair, rows = np.unique(units * np.int64(K) + keys, return_counts=True)
+    return pair // K, pair % K, rows
+
+
+def _truth(units: np.ndarray, keys: np.ndarray, linf: int = 1) -> np.ndarray:
+    """Dense count per key of Σ_units min(rows, ℓ∞) (ℓ∞ = 1: distinct units per key): no ℓ0 bound."""
+    _, k, r = _pairs(units, keys)
+    return np.bincount(k, weights=np.minimum(r, linf), minlength=K)
+
+
+def _expected_bounded(units: np.ndarray, keys: np.ndarray, l0: int, linf: int) -> np.ndarray:
+    """E[bounded count] per key when each unit keeps ℓ0 of its d distinct keys uniformly at random
+    (independently of the other units): Σ_units min(1, ℓ0/d)·min(rows, ℓ∞)."""
+    u, k, r = _pairs(units, keys)
+    _, inv, d = np.unique(u, return_inverse=True, return_counts=True)
+    return np.bincount(k, weights=np.minimum(1.0, l0 / d[inv]) * np.minimum(r, linf), minlength=K)
+
+
+def _shared_order_bounded(units: np.ndarray, keys: np.ndarray, l0: int, linf: int, perm: np.ndarray) -> np.ndarray:
+    """The bounded counts when every unit keeps its ℓ0 keys of smallest ``perm[key]`` (OpenDP's
+    truncate_num_groups(keep="first") on keys relabelled by ``perm``): deterministic given perm."""
+    u, k, r = _pairs(units, keys)
+    order = np.lexsort((perm[k], u))
+    u, k, r = u[order], k[order], r[order]
+    first = np.r_[0, np.flatnonzero(np.diff(u)) + 1]
+    rank = np.arange(len(u)) - np.repeat(first, np.diff(np.r_[first, len(u)]))
+    keep = rank < l0
+    return np.bincount(k[keep], weights=np.minimum(r[keep], linf), minlength=K)
+
+
+def _median_rel(keys: np.ndarray, counts: np.ndarray, target: np.ndarray) -> float:
+    if len(keys) == 0:
         return float("nan")
-    return float(np.median([abs(released[k] - truth[k]) / max(1, truth[k]) for k in common]))
+    t = target[keys]
+    return float(np.median(np.abs(counts - t) / np.maximum(1.0, t)))
 
 
-def utility(n: int, eps: float, delta: float, l0: int, linf: int) -> None:
+def _privagg_rows(units, keys, eps, delta, l0, linf, seed) -> list[tuple[str, np.ndarray, np.ndarray, Any]]:
+    """privagg's releases of one repetition: (name, keys, counts, own bounded counts or None)."""
     import privagg
+    from privagg.mechanisms.histogram import _bounded
+    from privagg.noise.rng import resolve_rng
 
-    units, keys = make_table(n, SEED + 1)
-    truth = _truth(units, keys)  # distinct units per key (the ℓ∞ = 1 target)
-    print(f"\n(b) utility, {n:,} rows, ε={eps}, δ={delta}, ℓ0={l0}, ℓ∞={linf}; "
-          f"true keys {len(truth):,}; error vs distinct units per key")
-    rows = []
-    r = privagg.stable_histogram(keys, units=units, epsilon=eps, delta=delta, max_keys_per_unit=l0,
-                                 max_rows_per_key=linf, rng=SEED)
-    rows.append(_score("privagg stable (Laplace threshold)", dict(zip(r.keys.tolist(), r.counts.tolist(),
-                                                                     strict=True)), truth))
+    def dense(kc) -> np.ndarray:  # the bounded counts the release used: its generator's first draw is the secret
+        return np.bincount(np.asarray(kc.keys, dtype=np.int64), weights=kc.counts, minlength=K)
+
+    def bounded(bl0: int) -> np.ndarray:
+        return dense(_bounded("stable_histogram", keys, units, (bl0, linf), resolve_rng(seed)[0]))
+
+    out = []
+    common = {"units": units, "epsilon": eps, "delta": delta, "max_rows_per_key": linf, "rng": seed}
+    r = privagg.stable_histogram(keys, max_keys_per_unit=l0, **common)
+    out.append(("privagg stable (Laplace threshold)", r.keys, r.counts, bounded(l0)))
     if l0 == 1:
-        r = privagg.stable_histogram(keys, units=units, epsilon=eps, delta=delta, max_keys_per_unit=l0,
-                                     max_rows_per_key=linf, rng=SEED, selection="optimal")
-        rows.append(_score("privagg optimal selection (ε_c/2) + counts", dict(zip(r.keys.tolist(), r.counts.tolist(),
-                                                                                 strict=True)), truth))
-    for strategy in ("TRUNCATED_GEOMETRIC", "LAPLACE_THRESHOLDING", "GAUSSIAN_THRESHOLDING"):
-        try:
-            rows.append(_score(f"PipelineDP {strategy.lower()}", _pipeline_dp(units, keys, eps, delta, l0, linf,
-                                                                             strategy), truth))
-        except Exception as exc:  # noqa: BLE001 - report why a peer could not run
-            rows.append((f"PipelineDP {strategy.lower()}: {type(exc).__name__}: {exc}"[:110], -1, float("nan"), {}))
-    try:
-        rows.append(_score("OpenDP (Polars, truncate_num_groups)", _opendp(units, keys, eps, delta, l0, linf), truth))
-    except Exception as exc:  # noqa: BLE001
-        rows.append((f"OpenDP: {type(exc).__name__}: {exc}"[:110], -1, float("nan"), {}))
-    ran = [row[3] for row in rows if row[1] > 0]
-    common = set.intersection(*(set(d) for d in ran)) if ran else set()
-    print(f"{'method':<44}{'keys released':>15}{'median rel. error':>20}{'on %d common keys' % len(common):>22}")
-    for name, k, err, released in rows:
-        on_common = _common_error(released, truth, common) if k > 0 else float("nan")
-        print(f"{name:<44}{k:>15}{err:>20.4f}{on_common:>22.4f}" if k >= 0 else name)
+        r = privagg.stable_histogram(keys, max_keys_per_unit=1, selection="optimal", **common)
+        out.append(("privagg optimal selection + counts", r.keys, r.counts, bounded(1)))
+    r = privagg.stable_histogram(keys, max_keys_per_unit="auto", **common)
+    out.append(("privagg stable, ℓ0=auto", r.keys, r.counts, None, r.auto_l0.max_keys_per_unit))
+    return out
 
 
-def _pipeline_dp(units, keys, eps, delta, l0, linf, strategy) -> dict:
+def _pipeline_dp(units, keys, eps, delta, l0, linf, strategy=None, noise="LAPLACE", public=None
+                 ) -> tuple[np.ndarray, np.ndarray]:
     import pipeline_dp
 
     accountant = pipeline_dp.NaiveBudgetAccountant(total_epsilon=eps, total_delta=delta)
     engine = pipeline_dp.DPEngine(accountant, pipeline_dp.LocalBackend())
+    extra = {} if strategy is None else {
+        "partition_selection_strategy": getattr(pipeline_dp.PartitionSelectionStrategy, strategy)}
     params = pipeline_dp.AggregateParams(
-        noise_kind=pipeline_dp.NoiseKind.LAPLACE, metrics=[pipeline_dp.Metrics.COUNT],
-        max_partitions_contributed=l0, max_contributions_per_partition=linf,
-        partition_selection_strategy=getattr(pipeline_dp.PartitionSelectionStrategy, strategy))
+        noise_kind=getattr(pipeline_dp.NoiseKind, noise), metrics=[pipeline_dp.Metrics.COUNT],
+        max_partitions_contributed=l0, max_contributions_per_partition=linf, **extra)
     extractors = pipeline_dp.DataExtractors(privacy_id_extractor=lambda r: r[0], partition_extractor=lambda r: r[1],
                                             value_extractor=lambda r: 0)
-    result = engine.aggregate(list(zip(units.tolist(), keys.tolist(), strict=True)), params, extractors)
+    result = engine.aggregate(list(zip(units.tolist(), keys.tolist(), strict=True)), params, extractors,
+                              public_partitions=None if public is None else public.tolist())
     accountant.compute_budgets()
-    return {k: v.count for k, v in result}
+    got = sorted((int(k), float(v.count)) for k, v in result)
+    return np.array([k for k, _ in got], dtype=np.int64), np.array([v for _, v in got])
 
 
-def _opendp(units, keys, eps, delta, l0, linf) -> dict:
+def _opendp_perms(seeds: list[int]) -> list[np.ndarray]:
+    return [np.random.default_rng([seed, 7]).permutation(K) for seed in seeds]
+
+
+def _run_opendp(python: Path, units, keys, eps, delta, l0, linf, seeds, folder: Path
+                ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """All repetitions of one configuration in one child of the OpenDP venv (polars 1.36.1)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = folder / "opendp_user_level.parquet"
+    pq.write_table(pa.table({"unit": units, "g": keys}), data)
+    spec = {"data": str(data), "epsilon": eps, "delta": delta, "l0": l0, "linf": linf,
+            "perms": [p.tolist() for p in _opendp_perms(seeds)]}
+    (folder / "opendp_user_level.json").write_text(json.dumps(spec))
+    cmd = [str(python), "-I", "-W", "ignore::FutureWarning", str(Path(__file__).resolve()), "--opendp-child",
+           str(folder / "opendp_user_level.json")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=folder)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["(no stderr)"])[-1]
+        raise RuntimeError(f"OpenDP child exit {proc.returncode}: {last[:200]}")
+    got = json.loads([line for line in proc.stdout.splitlines() if line.startswith("RESULT ")][-1][7:])
+    return [(np.asarray(k, dtype=np.int64), np.asarray(c, dtype=float)) for k, c in got]
+
+
+def opendp_child(spec_path: str) -> None:
+    """Runs inside the OpenDP venv. opendp 0.16 with polars 1.36.1: truncate_num_groups(keep="sample")
+    fails ("multiple fields with name 'g' found") and truncate_num_groups(k) keeps k − 1 groups per
+    unit (a 1-based dense rank filtered by ``< k``: k = 1 keeps nothing). So the keys are relabelled
+    by a random permutation (a data-independent shared order, as keep="sample"'s hash order is) and
+    truncate_num_groups(ℓ0 + 1, keep="first") keeps the ℓ0 keys of smallest label per unit; the
+    privacy unit declares ℓ0, which is what the data then satisfies and what OpenDP calibrates on."""
     import opendp.prelude as dp
     import polars as pl
 
     dp.enable_features("contrib")
-    lf = pl.LazyFrame({"unit": units, "key": keys})
-    context = dp.Context.compositor(
-        data=lf,
-        privacy_unit=dp.unit_of(contributions=[dp.polars.Bound(per_group=linf), dp.polars.Bound(num_groups=l0,
-                                                                                                 by=["key"])],
-                                identifier="unit"),
-        privacy_loss=dp.loss_of(epsilon=eps, delta=delta),
-        split_evenly_over=1,
-    )
-    query = (context.query().truncate_per_group(linf).truncate_num_groups(l0, ordering="random")
-             .group_by("key").agg(dp.len()))
-    df = query.release().collect()
-    return dict(zip(df["key"].to_list(), df["len"].to_list(), strict=True))
+    spec = json.loads(Path(spec_path).read_text())
+    l0, linf = spec["l0"], spec["linf"]
+    base = pl.read_parquet(spec["data"])
+    result = []
+    for perm in spec["perms"]:
+        perm = np.asarray(perm, dtype=np.int64)
+        inverse = np.empty_like(perm)
+        inverse[perm] = np.arange(len(perm))
+        lf = base.with_columns(g=pl.Series(perm[base["g"].to_numpy()])).lazy()
+        context = dp.Context.compositor(
+            data=lf, privacy_unit=dp.unit_of(contributions=[dp.polars.Bound(per_group=linf),
+                                                             dp.polars.Bound(num_groups=l0, by=["g"])],
+                                             identifier="unit"),
+            privacy_loss=dp.loss_of(epsilon=spec["epsilon"], delta=spec["delta"]), split_evenly_over=1)
+        query = (context.query().truncate_per_group(linf, by=["g"]).truncate_num_groups(l0 + 1, by=["g"], keep="first")
+                 .group_by("g").agg(dp.len()))
+        df = query.release().collect()
+        result.append([inverse[df["g"].to_numpy()].tolist(), df["len"].to_list()])
+    print("RESULT " + json.dumps(result))
+
+
+def utility(units: np.ndarray, keys: np.ndarray, label: str, eps: float, delta: float, l0: int, linf: int,
+            seeds: list[int], opendp_python: Path | None, folder: Path) -> None:
+    truth = _truth(units, keys, linf)
+    expected = _expected_bounded(units, keys, l0, linf)
+    print(f"\n(b) utility, {label}: {len(keys):,} rows, {len(np.unique(units)):,} units, "
+          f"{int((truth > 0).sum()):,} true keys; ε={eps}, δ={delta}, ℓ0={l0}, ℓ∞={linf}; {len(seeds)} repetitions")
+    per_method: dict[str, list[tuple]] = {}  # name → per repetition (keys, counts, own bounded or None, note)
+
+    def add(name, k, c, own, note=""):
+        per_method.setdefault(name, []).append((np.asarray(k, dtype=np.int64), np.asarray(c, dtype=float), own, note))
+
+    failures: dict[str, str] = {}
+    for seed in seeds:
+        for row in _privagg_rows(units, keys, eps, delta, l0, linf, seed):
+            add(row[0], row[1], row[2], row[3], f"ℓ0={row[4]}" if len(row) > 4 else "")
+        for strategy in ("TRUNCATED_GEOMETRIC", "LAPLACE_THRESHOLDING", "GAUSSIAN_THRESHOLDING"):
+            name = f"PipelineDP {strategy.lower()}"
+            if name in failures:
+                continue
+            try:
+                add(name, *_pipeline_dp(units, keys, eps, delta, l0, linf, strategy), expected, "*")
+            except Exception as exc:  # noqa: BLE001 - report why a peer could not run
+                failures[name] = f"{type(exc).__name__}: {exc}"[:100]
+    name = "OpenDP Polars (truncate_num_groups)"
+    if opendp_python is None:
+        failures[name] = f"skipped (no OpenDP venv at {OPENDP_VENV}; `make bench-opendp-venv`)"
+    else:
+        try:
+            got = _run_opendp(opendp_python, units, keys, eps, delta, l0, linf, seeds, folder)
+            for (k, c), perm in zip(got, _opendp_perms(seeds), strict=True):
+                add(name, k, c, _shared_order_bounded(units, keys, l0, linf, perm))
+        except Exception as exc:  # noqa: BLE001
+            failures[name] = f"{type(exc).__name__}: {exc}"[:100]
+    commons = [set.intersection(*(set(reps[i][0].tolist()) for reps in per_method.values()))
+               for i in range(len(seeds))]
+    print(f"{'method':<40}{'keys released':>15}{'rel. error':>12}{'on common':>11}{'noise error':>13}")
+    print(f"{'':<40}{'(min–max)':>15}{'vs true':>12}{'keys, true':>11}{'vs bounded':>13}")
+    for name, reps in per_method.items():
+        nk = [len(r[0]) for r in reps]
+        err = np.median([_median_rel(r[0], r[1], truth) for r in reps])
+        on_common = []
+        for (k, c, _, _), common in zip(reps, commons, strict=True):
+            sel = np.isin(k, np.fromiter(common, dtype=np.int64, count=len(common)))
+            on_common.append(_median_rel(k[sel], c[sel], truth))
+        noise = (f"{np.median([_median_rel(r[0], r[1], r[2]) for r in reps]):.4f}{reps[0][3] if reps[0][3] == '*' else ' '}"
+                 if reps[0][2] is not None else "-")
+        notes = sorted({r[3] for r in reps if r[3] and r[3] != "*"})
+        label_ = name + (f" ({', '.join(notes)})" if notes else "")
+        print(f"{label_:<40}{f'{int(np.median(nk))} ({min(nk)}–{max(nk)})':>15}{err:>12.4f}"
+              f"{np.median(on_common):>11.4f}{noise:>13}")
+    for name, why in failures.items():
+        print(f"{name}: {why}")
+    print(f"  medians over the repetitions; 'on common keys' = the keys every method released in that repetition "
+          f"(median {int(np.median([len(c) for c in commons]))}); noise error against the method's own bounded "
+          f"counts, * = against E[bounded count] under uniform per-unit sampling (PipelineDP's own are not exposed)")
+
+
+def public_domain(units: np.ndarray, keys: np.ndarray, eps: float, delta: float, l0: int, linf: int,
+                  seeds: list[int]) -> None:
+    """The Gaussian option: laplace_histogram over a public domain (the true keys) against PipelineDP
+    with public partitions, Laplace and Gaussian noise."""
+    import privagg
+    from privagg.mechanisms.histogram import _bounded
+    from privagg.engines.counting import as_domain
+    from privagg.noise.rng import resolve_rng
+
+    truth = _truth(units, keys, linf)
+    domain = np.flatnonzero(truth > 0)
+    print(f"\n(b) public domain (the {len(domain):,} true keys given), {len(keys):,} rows; ε={eps}, δ={delta}, "
+          f"ℓ0={l0}, ℓ∞={linf}; {len(seeds)} repetitions; every domain key released")
+    print(f"{'method':<44}{'rel. error vs true':>20}{'noise error vs bounded':>24}")
+    rows: dict[str, list[tuple[float, float]]] = {}
+    expected = _expected_bounded(units, keys, l0, linf)
+    for seed in seeds:
+        own_kc = _bounded("laplace_histogram", keys, units, (l0, linf), resolve_rng(seed)[0],
+                          domain=as_domain(domain, "laplace_histogram"))
+        own = np.zeros(K)
+        own[np.asarray(own_kc.keys, dtype=np.int64)] = own_kc.counts
+        for noise in ("laplace", "gaussian"):
+            r = privagg.laplace_histogram(keys, units=units, domain=domain, epsilon=eps,
+                                          delta=delta if noise == "gaussian" else None, noise=noise,
+                                          max_keys_per_unit=l0, max_rows_per_key=linf, rng=seed)
+            k = np.asarray(r.keys, dtype=np.int64)
+            rows.setdefault(f"privagg laplace_histogram noise={noise}", []).append(
+                (_median_rel(k, r.counts, truth), _median_rel(k, r.counts, own)))
+        for noise in ("LAPLACE", "GAUSSIAN"):
+            try:
+                k, c = _pipeline_dp(units, keys, eps, delta, l0, linf, noise=noise, public=domain)
+                rows.setdefault(f"PipelineDP public partitions {noise.lower()}", []).append(
+                    (_median_rel(k, c, truth), _median_rel(k, c, expected)))
+            except Exception as exc:  # noqa: BLE001
+                rows[f"PipelineDP {noise.lower()}: {type(exc).__name__}: {exc}"[:100]] = []
+    for name, reps in rows.items():
+        if not reps:
+            print(name)
+            continue
+        a, b = np.median(np.array(reps), axis=0)
+        print(f"{name:<44}{a:>20.4f}{b:>23.4f}{'*' if name.startswith('PipelineDP') else ' '}")
+    print("  * = against E[bounded count] under uniform per-unit sampling")
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--opendp-child"]:
+        opendp_child(sys.argv[2])
+        return
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, nargs="*", default=[1_000_000, 10_000_000])
     ap.add_argument("--utility-rows", type=int, default=200_000)
+    ap.add_argument("--reps", type=int, default=10, help="utility repetitions (seeds SEED, SEED+1, ...)")
+    ap.add_argument("--section", choices=("speed", "utility", "all"), default="all")
+    ap.add_argument("--skip-opendp", action="store_true")
+    ap.add_argument("--opendp-python", help=f"python of a venv with opendp 0.16 + polars 1.36.1 "
+                                            f"(default {OPENDP_VENV}/bin/python)")
     args = ap.parse_args()
     print(f"seed {SEED}")
     with tempfile.TemporaryDirectory(prefix="privagg-bench-") as folder:
-        for n in args.rows:
+        if args.section in ("speed", "all"):
+            for n in args.rows:
+                t0 = time.perf_counter()
+                speed(n, Path(folder))
+                print(f"  ({time.perf_counter() - t0:.0f} s)")
+        if args.section in ("utility", "all"):
             t0 = time.perf_counter()
-            speed(n, Path(folder))
+            py = Path(args.opendp_python) if args.opendp_python else OPENDP_VENV / "bin" / "python"
+            py = None if args.skip_opendp or not py.exists() else py
+            seeds = [SEED + r for r in range(args.reps)]
+            print(f"\nutility seeds {seeds[0]}..{seeds[-1]}. {PEER_EPS_NOTE}")
+            tables = (("ratings-like table (heavy-tailed keys per unit)", make_table(args.utility_rows, SEED + 1)),
+                      ("few keys per unit (1 + Poisson(0.5) rows)", make_few_table(args.utility_rows, SEED + 2)))
+            for label, (units, keys) in tables:
+                for l0, linf in ((1, 1), (3, 2)):
+                    utility(units, keys, label, 1.0, 1e-6, l0, linf, seeds, py, Path(folder))
+            units, keys = tables[0][1]
+            for l0, linf in ((3, 2), (16, 1)):  # the Gaussian option pays off for large ℓ0
+                public_domain(units, keys, 1.0, 1e-6, l0, linf, seeds)
             print(f"  ({time.perf_counter() - t0:.0f} s)")
-    for l0, linf in ((1, 1), (3, 1)):
-        utility(args.utility_rows, 1.0, 1e-6, l0, linf)
 
 
 if __name__ == "__main__":
