@@ -267,7 +267,7 @@ def utility(units: np.ndarray, keys: np.ndarray, label: str, eps: float, delta: 
     failures: dict[str, str] = {}
     for seed in seeds:
         for row in _privagg_rows(units, keys, eps, delta, l0, linf, seed):
-            add(row[0], row[1], row[2], row[3], f"ℓ0={row[4]}" if len(row) > 4 else "")
+            add(row[0], row[1], row[2], row[3], row[4] if len(row) > 4 else "")
         for strategy in ("TRUNCATED_GEOMETRIC", "LAPLACE_THRESHOLDING", "GAUSSIAN_THRESHOLDING"):
             name = f"PipelineDP {strategy.lower()}"
             if name in failures:
@@ -297,10 +297,11 @@ def utility(units: np.ndarray, keys: np.ndarray, label: str, eps: float, delta: 
         for (k, c, _, _), common in zip(reps, commons, strict=True):
             sel = np.isin(k, np.fromiter(common, dtype=np.int64, count=len(common)))
             on_common.append(_median_rel(k[sel], c[sel], truth))
-        noise = (f"{np.median([_median_rel(r[0], r[1], r[2]) for r in reps]):.4f}{reps[0][3] if reps[0][3] == '*' else ' '}"
-                 if reps[0][2] is not None else "-")
-        notes = sorted({r[3] for r in reps if r[3] and r[3] != "*"})
-        label_ = name + (f" ({', '.join(notes)})" if notes else "")
+        star = "*" if reps[0][3] == "*" else " "
+        noise = (f"{np.median([_median_rel(r[0], r[1], r[2]) for r in reps]):.4f}{star}"
+                 if reps[0][2] is not None else "- ")
+        chosen = [r[3] for r in reps if isinstance(r[3], int)]  # ℓ0=auto: the chosen ℓ0
+        label_ = name + (f" (chose {min(chosen)}–{max(chosen)})" if chosen else "")
         print(f"{label_:<40}{f'{int(np.median(nk))} ({min(nk)}–{max(nk)})':>15}{err:>12.4f}"
               f"{np.median(on_common):>11.4f}{noise:>13}")
     for name, why in failures.items():
