@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "release_payload", "print_json", "print_table", "format_float", "json_keys", "summary_rows",
-    "visible", "plain_console", "dumps",
+    "visible", "plain_console", "dumps", "unit_text", "ROWS_DROPPED_TEXT",
 ]
 
 # Characters shown as escapes: C0 controls, DEL and C1 controls (ESC starts terminal sequences),
@@ -148,7 +148,15 @@ def release_payload(release: HistogramRelease, *, beta: float) -> dict[str, Any]
         # max_keys_per_unit="auto": the chosen ℓ0, its quantile, range and the ε it cost
         "max_keys_per_unit_auto": None if release.auto_l0 is None else release.auto_l0.to_dict(),
         "noise": _noise_name(release),
+        # noise="gaussian": the discrete Gaussian's σ² and the ρ-zCDP it gives (converted to ε, δ)
+        "sigma2": _gaussian_param(release, "sigma2"),
+        "rho": _gaussian_param(release, "rho"),
     }
+
+
+def _gaussian_param(release: HistogramRelease, name: str) -> float | None:
+    value = getattr(release.params, name, None)
+    return None if value is None else float(value)
 
 
 def _noise_name(release: HistogramRelease) -> str:
@@ -176,8 +184,7 @@ def summary_rows(release: HistogramRelease, *, beta: float) -> list[tuple[str, s
         ("mechanism", release.mechanism),
         ("guarantee", guarantee + (" (pure DP)" if pure else "")),
         ("neighbours", release.neighbors + (" (n public)" if release.neighbors == "replace" else " (n private)")),
-        ("noise", ("discrete Gaussian, σ " if _noise_name(release) == "discrete_gaussian" else "discrete Laplace, scale ")
-         + f"{format_float(release.scale)} counts"),
+        ("noise", _noise_text(release)),
         ("threshold", "none" if release.threshold is None else f"noisy count ≥ {release.threshold}"),
         ("records n", "private" if release.n is None else f"{release.n:,}"),
         *_unit_rows(release),
@@ -188,16 +195,35 @@ def summary_rows(release: HistogramRelease, *, beta: float) -> list[tuple[str, s
     return rows
 
 
+def _noise_text(release: HistogramRelease) -> str:
+    if _noise_name(release) != "discrete_gaussian":
+        return f"discrete Laplace, scale {format_float(release.scale)} counts"
+    sigma2, rho = _gaussian_param(release, "sigma2"), _gaussian_param(release, "rho")
+    return (f"discrete Gaussian, σ {format_float(release.scale)} counts (σ² = {format_float(sigma2)}; "  # type: ignore[arg-type]
+            f"ρ = {format_float(rho)} zCDP, as (ε, δ)-DP)")  # type: ignore[arg-type]
+
+
+#: The table's "rows dropped" line at user level (every command: the count is never released).
+ROWS_DROPPED_TEXT = "not released (would cost budget)"
+
+
+def unit_text(unit: str | None) -> str:
+    """The table's "privacy unit" line (every command)."""
+    if unit is None:
+        return "one row (record level: each row is protected on its own)"
+    return f"column '{visible(unit)}' (all rows of one unit)"
+
+
 def _unit_rows(release: HistogramRelease) -> list[tuple[str, str]]:
     """The privacy unit and its bounds (user level), else the record."""
     if release.unit is None:
-        return []
+        return [("privacy unit", unit_text(None))]
     return [
-        ("privacy unit", f"column '{visible(release.unit)}' (all rows of one unit)"),
+        ("privacy unit", unit_text(release.unit)),
         ("bounding", f"≤ {release.max_keys_per_unit} keys per unit, ≤ {release.max_rows_per_key} rows per key"
          + ("" if release.auto_l0 is None else
             f" (ℓ0 chosen privately, ε = {format_float(float(release.auto_l0.epsilon))} of the total)")),
-        ("rows dropped", "not released (would cost budget)"),
+        ("rows dropped", ROWS_DROPPED_TEXT),
     ]
 
 

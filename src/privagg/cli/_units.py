@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import _validate
 
-__all__ = ["read_points", "unit_fields", "unit_options"]
+__all__ = ["read_points", "release_unit_fields", "unit_fields", "unit_lines", "unit_options", "with_unit"]
 
 
 def unit_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -63,3 +63,31 @@ def read_points(where: str, file: Path, cols: list[str], unit: str | None, max_r
 def unit_fields(unit: str | None, k: int) -> dict[str, Any]:
     """Public fields of the release: the unit column (None at record level) and k."""
     return {"privacy_unit": unit, "max_rows_per_unit": k}
+
+
+def with_unit(release: Any, unit: str | None, k: int) -> Any:
+    """The mean's or k-means' release saying its unit (the ``--privacy-unit`` column) and k; the
+    points were already one vector per unit (:func:`read_points`). Unchanged at record level."""
+    from ..mechanisms.mean import _with_unit
+
+    return _with_unit(release, unit, k)
+
+
+def release_unit_fields(release: Any, k: int) -> dict[str, Any]:
+    """The ``--json`` fields of the unit, with the histogram's names: ``privacy_unit`` (the column,
+    null at record level), ``max_rows_per_unit`` (k; 1 at record level), ``neighbors`` and
+    ``rows_dropped`` (``"not released"`` at user level, null at record level)."""
+    return {**unit_fields(release.unit, k), "neighbors": release.neighbors, "rows_dropped": release.rows_dropped}
+
+
+def unit_lines(release: Any) -> list[str]:
+    """The table's lines on the unit (labels as in the histogram's table)."""
+    from ._render import ROWS_DROPPED_TEXT, unit_text
+
+    rows = [("privacy unit", unit_text(release.unit))]
+    if release.unit is not None:
+        k = release.max_rows_per_unit
+        kept = "one sampled row" if k == 1 else f"the average of up to {k} sampled rows"
+        rows += [("bounding", f"one vector per unit: {kept} (≤ {k} rows per unit)"),
+                 ("rows dropped", ROWS_DROPPED_TEXT)]
+    return [f"{label:<11} {value}" for label, value in rows]

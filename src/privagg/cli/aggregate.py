@@ -45,7 +45,7 @@ from ..mechanisms._aggregate_plot import MAX_PLOT_GROUPS
 from . import _guard
 from ._output import literal_text, plot_target, save_figure
 from ._params import as_number, csv_dialect, csv_options, number_option
-from ._render import dumps, format_float, plain_console, visible
+from ._render import ROWS_DROPPED_TEXT, dumps, format_float, plain_console, unit_text, visible
 
 __all__ = ["MAX_PLOT_GROUPS", "aggregate", "split_escaped"]
 
@@ -398,7 +398,7 @@ def aggregate(
             delta=dlt, domain=keys, units=privacy_unit, max_groups_per_unit=l0, max_rows_per_group=linf,
             weights=weight_map, where=where_sql, rng=rng, ledger=charged, **extra,
         )
-    _show(release, file=file, as_json=as_json, rows=rows, plot=plot)
+    _show(release, file=file, as_json=as_json, rows=rows, plot=plot, privacy_unit=privacy_unit)
 
 
 def _delta(text: str) -> float:
@@ -433,12 +433,15 @@ def _spec_text(metric: tuple[str, str | None, dict[str, Any]]) -> str:
 # ------------------------------------------------------------------------------------------------
 
 
-def _show(release: Any, *, file: Path, as_json: bool, rows: int, plot: Path | None) -> None:
-    """The release (JSON or table), the charge line, then the plot."""
+def _show(release: Any, *, file: Path, as_json: bool, rows: int, plot: Path | None,
+          privacy_unit: str | None = None) -> None:
+    """The release (JSON or table), the charge line, then the plot. ``--json`` adds the
+    histogram's unit keys: ``privacy_unit`` (the column, or null) and ``rows_dropped``."""
     if as_json:
-        sys.stdout.write(dumps({**release.to_dict(), **_guard.charge_fields()}, finite=True) + "\n")
+        unit = {"privacy_unit": privacy_unit, "rows_dropped": None if privacy_unit is None else "not released"}
+        sys.stdout.write(dumps({**release.to_dict(), **unit, **_guard.charge_fields()}, finite=True) + "\n")
     else:
-        _print_table(release, file=file, rows=rows)
+        _print_table(release, file=file, rows=rows, privacy_unit=privacy_unit)
         line = _guard.charge_line()
         if line is not None:
             click.echo(line, err=True)
@@ -465,7 +468,7 @@ def _cell(value: Any, low: Any, high: Any, ok: Any) -> str:
     return f"{text} [{format_float(float(low), 4)}, {format_float(float(high), 4)}]"
 
 
-def _print_table(release: Any, *, file: Path, rows: int) -> None:
+def _print_table(release: Any, *, file: Path, rows: int, privacy_unit: str | None = None) -> None:
     from rich.table import Table
     from rich.text import Text
 
@@ -488,9 +491,11 @@ def _print_table(release: Any, *, file: Path, rows: int) -> None:
     selection = getattr(release, "selection", None)
     if selection is not None:
         header.add_row("keys", "public domain" if selection == "domain" else f"selected privately ({visible(selection)})")
+    header.add_row("privacy unit", unit_text(privacy_unit if getattr(release, "unit", False) else None))
     if getattr(release, "unit", False):
         header.add_row("bounding", f"≤ {release.max_groups_per_unit} groups per unit, "
                        f"≤ {release.max_rows_per_group} rows per group")
+        header.add_row("rows dropped", ROWS_DROPPED_TEXT)
     header.add_row("groups released", f"{len(groups):,}")
     header.add_row("randomness", "secure (AES-CTR CSPRNG)" if release.secure else "NOT secure (seeded generator)")
     console.print(header)

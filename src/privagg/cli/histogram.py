@@ -33,6 +33,7 @@ __all__ = ["histogram"]
 
 NEIGHBORS = ("replace", "add_remove")
 THRESHOLDS = ("tight", "seed")
+NOISES = ("laplace", "gaussian")
 DEFAULT_BETA = 0.05
 
 
@@ -65,6 +66,11 @@ DEFAULT_BETA = 0.05
 )
 @click.option("--threshold", default=None, metavar="tight|seed", help="Threshold rule (stable only) [default: tight].")
 @click.option(
+    "--noise", default="laplace", show_default=True, metavar="laplace|gaussian",
+    help="Noise of the counts. gaussian: with --domain, --privacy-unit and --delta only (discrete Gaussian, "
+         "ℓ2 sensitivity √ℓ0·ℓ∞, ρ-zCDP converted to (ε, δ)-DP; smaller errors than Laplace for large ℓ0).",
+)
+@click.option(
     "--beta", default=str(DEFAULT_BETA), show_default=True, metavar="B",
     help="Failure probability of the error bound and intervals.",
 )
@@ -88,6 +94,7 @@ def histogram(
     max_keys_per_unit: str,
     max_rows_per_key: str,
     threshold: str | None,
+    noise: str,
     beta: str,
     as_json: bool,
     plot: Path | None,
@@ -108,6 +115,8 @@ def histogram(
     --engine spark, in Spark (FILE: Parquet, local or a URI; noise and threshold in the tasks).
     With --privacy-unit COL: the guarantee protects a whole unit (all rows sharing COL), each
     unit keeping at most --max-keys-per-unit keys and --max-rows-per-key rows per key.
+    With --domain, --privacy-unit and --delta, --noise gaussian draws discrete Gaussian noise
+    ((ε, δ)-DP through zCDP) instead of discrete Laplace noise.
     """
     from ..mechanisms import histogram as mech
 
@@ -121,7 +130,23 @@ def histogram(
         rule = "add_remove with --privacy-unit and no --domain (the stable histogram adds or removes one unit)"
         raise _validate.fail(mechanism, "neighbors", rule, neighbors)
     b = number_option(mechanism, "beta", beta, _validate.check_beta)
-    if domain is not None:
+    gaussian = _validate.check_choice(mechanism, "noise", noise, NOISES) == "gaussian"
+    if gaussian and domain is None:
+        rule = "'laplace' without --domain (the Gaussian noise is for the Laplace histogram over a public domain)"
+        raise _validate.fail(mechanism, "noise", rule, noise)
+    if gaussian and bounds is None:
+        rule = "'laplace' without --privacy-unit (the Gaussian noise is user level)"
+        raise _validate.fail(mechanism, "noise", rule, noise)
+    dlt = None
+    if domain is not None and gaussian:
+        if delta is None:
+            rule = "given with --noise gaussian (a number in the open interval (0, 1))"
+            raise _validate.fail(mechanism, "delta", rule, None)
+        dlt = number_option(mechanism, "delta", delta, _validate.check_delta)
+        if threshold is not None:
+            raise _validate.fail(mechanism, "threshold", "omitted with --domain (no threshold)", threshold)
+        _check_gaussian(mech, mechanism, eps, neighbors, bounds, dlt)  # its calibration fails here, if at all
+    elif domain is not None:
         if delta is not None:
             rule = "omitted with --domain (the release is pure ε-DP)"
             raise _validate.fail(mechanism, "delta", rule, delta)
@@ -138,6 +163,8 @@ def histogram(
     if engine != "spark" and (spark_master is not None or spark_conf):
         raise _validate.fail("histogram", "spark-master" if spark_master is not None else "spark-conf",
                              "given with --engine spark only", spark_master or spark_conf[0])
+    if engine == "spark" and gaussian:
+        raise _validate.fail(mechanism, "noise", "'laplace' with --engine spark (use --engine duckdb)", noise)
     conf = _spark.parse_conf("histogram", spark_conf)
     if plot is not None:
         plot = plot_target("histogram", "plot", plot)
@@ -145,7 +172,7 @@ def histogram(
     if engine == "spark":
         with ExitStack() as stack:
             release = _spark.spark_histogram(
-                stack, file, column, mechanism=mechanism, epsilon=eps, delta=None if domain is not None else dlt,
+                stack, file, column, mechanism=mechanism, epsilon=eps, delta=dlt,
                 neighbors=neighbors, threshold=threshold, domain=domain, ledger=ledger, master=spark_master,
                 conf=conf, privacy_unit=privacy_unit, bounds=bounds)
         _show(release, file=file, column=column, as_json=as_json, beta=b, rows=rows, plot=plot)
@@ -168,8 +195,8 @@ def histogram(
             if bounds is not None and bounds[0] == "auto":  # ℓ0 chosen privately; charges once, in there
                 release = mech.auto_l0_release(
                     engine, mechanism, epsilon=eps, max_rows_per_key=bounds[1], rng=None, ledger=charged,
-                    unit=privacy_unit, neighbors=neighbors, delta=None if domain is not None else dlt,
-                    domain=domain_keys, threshold=threshold or "tight")
+                    unit=privacy_unit, neighbors=neighbors, delta=dlt, domain=domain_keys,
+                    threshold=threshold or "tight", noise=noise)
             elif bounds is None:
                 key_counts = engine.count_keys()
             else:  # the secret comes from the CSPRNG and is never shown
@@ -181,7 +208,8 @@ def histogram(
             pass
         elif domain is not None:
             release = mech.laplace_histogram_from_counts(
-                key_counts, epsilon=eps, domain=domain_keys, neighbors=neighbors, rng=None, ledger=charged, **user
+                key_counts, epsilon=eps, domain=domain_keys, neighbors=neighbors, rng=None, ledger=charged,
+                noise=noise, delta=dlt, **user
             )
         else:
             release = mech.stable_histogram_from_counts(
@@ -209,6 +237,18 @@ def _show(release: object, *, file: Path, column: str, as_json: bool, beta: floa
         save_figure(figure, plot, dpi=120)
         if not as_json:
             click.echo(f"wrote {visible(plot)}", err=True)
+
+
+def _check_gaussian(mech: object, where: str, eps: float, neighbors: str, bounds: tuple[int | str, int],
+                    delta: float) -> None:
+    """The Gaussian calibration at (ε, δ, ℓ0, ℓ∞) (with ℓ0 "auto": the ε left after choosing ℓ0,
+    at the largest ℓ0), so that a σ² the exact sampler cannot take fails before the file is read."""
+    l0, linf = bounds
+    if l0 == "auto":
+        eps = mech.auto_l0_split(eps, neighbors, where)[2]  # type: ignore[attr-defined]
+        l0 = mech.AUTO_L0_MAX  # type: ignore[attr-defined]
+    mech.LaplaceHistogramParams.build(eps, neighbors, 1, where=where, bounds=(l0, linf),  # type: ignore[attr-defined]
+                                      noise="gaussian", delta=delta)
 
 
 def _bounds(where: str, unit: str | None, l0: str, linf: str) -> tuple[int | str, int] | None:

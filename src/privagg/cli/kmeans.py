@@ -23,7 +23,7 @@ from . import _guard
 from ._params import columns_option, csv_dialect, csv_options, number_option, radius_option
 from ._plot2d import check_plot, plot_released
 from ._render import dumps, visible
-from ._units import read_points, unit_fields, unit_options
+from ._units import read_points, release_unit_fields, unit_fields, unit_lines, unit_options, with_unit
 
 __all__ = ["kmeans"]
 
@@ -92,6 +92,7 @@ def kmeans(
         charged = _guard.charging(opened, command="kmeans", file=str(file), columns=cols,
                                   **({} if privacy_unit is None else unit_fields(privacy_unit, k_rows)))
         release = private_kmeans(points, k, epsilon=eps, delta=dlt, radius=r, rng=rng, ledger=charged)
+    release = with_unit(release, privacy_unit, k_rows)
     centers = None if release.centers is None else [[float(v) for v in row] for row in release.centers]
     payload = {
         "ok": bool(release.ok),
@@ -107,7 +108,7 @@ def kmeans(
         "cell_side": None if release.cell_side is None else float(release.cell_side),
         "coreset_size": int(release.coreset_size),
         "n_hat": None if release.n_hat is None else int(release.n_hat),
-        **unit_fields(privacy_unit, k_rows),
+        **release_unit_fields(release, k_rows),
     }
     if as_json:
         sys.stdout.write(dumps({**payload, **_guard.charge_fields()}, finite=True) + "\n")
@@ -115,6 +116,8 @@ def kmeans(
         click.echo(f"private k-means of {visible(file.name)} · columns {visible(', '.join(cols))} · k = {k}")
         click.echo(f"guarantee   ε = {release.epsilon:.4g}, δ = {release.delta:.3g} (add/remove neighbours)"
                    + _unit_text(privacy_unit, k_rows))
+        for line in unit_lines(release):
+            click.echo(line)
         if release.strategy == "coreset":
             side = "—" if release.cell_side is None else f"{release.cell_side:.4g}"
             click.echo(f"strategy    coreset · cell side {side} (chosen privately) · "

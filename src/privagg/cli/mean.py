@@ -25,7 +25,7 @@ from ._params import columns_option, csv_dialect, csv_options, number_option, ra
 from ._plot2d import check_plot, plot_released
 from ._render import dumps, visible
 from . import _spark
-from ._units import _max_rows, read_points, unit_fields, unit_options
+from ._units import _max_rows, read_points, release_unit_fields, unit_fields, unit_lines, unit_options, with_unit
 
 __all__ = ["mean"]
 
@@ -110,6 +110,7 @@ def mean(
                                   **({} if privacy_unit is None else unit_fields(privacy_unit, k_rows)))
         release = private_mean(points, epsilon=eps, delta=dlt, radius=r, calibration=calibration,
                                rng=rng, ledger=charged)
+    release = with_unit(release, privacy_unit, k_rows)
     _show(file, cols, release, r, as_json, plot, privacy_unit, k_rows)
 
 
@@ -126,7 +127,7 @@ def _show(file: Path, cols: list[str], release: Any, r: float | None, as_json: b
         "calibration": release.calibration,
         "secure": bool(release.secure),
         "reason": release.reason,
-        **unit_fields(privacy_unit, k_rows),
+        **release_unit_fields(release, k_rows),
         "n_hat": None if release.n_hat is None else int(release.n_hat),
         "clip_radius": None if release.clip_radius is None else float(release.clip_radius),
         "center": None if release.center is None else [float(v) for v in release.center],
@@ -162,6 +163,8 @@ def _print_table(file: Path, cols: list[str], release: Any, *, given_radius: boo
     click.echo(f"private mean of {visible(file.name)} · columns {visible(', '.join(cols))}")
     click.echo(f"guarantee   ε = {release.epsilon:.4g}, δ = {release.delta:.3g} (add/remove neighbours)"
                + _unit_text(unit, k_rows))
+    for line in unit_lines(release):
+        click.echo(line)
     click.echo(f"radius      {'not found (⊥)' if release.radius is None else f'{release.radius:.4g}'}"
                f"{' (given)' if given_radius else ' (chosen privately)'}")
     if not release.ok:

@@ -266,6 +266,9 @@ class KMeansRelease:
         Coreset strategy: the number of released (kept) grid cells.
     n_hat : int or None
         The released noisy count of the rows.
+    unit, max_rows_per_unit, neighbors, rows_dropped
+        The privacy unit, as in :class:`~privagg.mechanisms.mean.MeanRelease` (None, None,
+        ``"add_remove"``, None at record level).
     """
 
     ok: bool
@@ -281,6 +284,14 @@ class KMeansRelease:
     cell_side: float | None = None
     coreset_size: int = 0
     n_hat: int | None = None
+    unit: str | None = None
+    max_rows_per_unit: int | None = None
+    neighbors: str = "add_remove"
+
+    @property
+    def rows_dropped(self) -> str | None:
+        """User level: ``"not released"`` (as :attr:`MeanRelease.rows_dropped`); None at record level."""
+        return None if self.unit is None else "not released"
 
 
 def default_parts(n_hat: int, k: int, d: int) -> int:
@@ -652,7 +663,8 @@ def private_kmeans(
                    "in Spark; private_mean does)", "<a Spark DataFrame>")
 
     points, rng = bound_points("private_kmeans", points, units, max_rows_per_unit, rng)
-    return _private_kmeans(points, k, epsilon, delta, radius, rng, ledger, parts, n_init, strategy)
+    release = _private_kmeans(points, k, epsilon, delta, radius, rng, ledger, parts, n_init, strategy)
+    return _mean_module._with_unit(release, units, max_rows_per_unit)
 
 
 def _check_strategy(where: str, strategy: Any, radius: Any, parts: Any) -> str:

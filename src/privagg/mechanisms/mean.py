@@ -474,6 +474,17 @@ class MeanRelease:
         ``x_j/s_j`` and scaled back, so ``radius`` and ``clip_radius`` are in those standardized
         units (the clipping region is the ellipsoid ``‖(x − center)/s‖ <= clip_radius``); None
         otherwise (one isotropic ball in the data's units).
+    unit : str or None
+        User level (``units`` given; docs/proofs/mean.md §10): the privacy unit — a Series'
+        name, else ``"units"`` (the CLI: the ``--privacy-unit`` column) — whose rows were reduced
+        to one vector, so every count, sum and interval is about one vector per unit. None at
+        record level: the unit is one row.
+    max_rows_per_unit : int or None
+        User level: k, a unit's vector is the average of up to k of its rows (1: one sampled
+        row); None at record level.
+    neighbors : str
+        ``"add_remove"``: one row — or, at user level, one unit with all its rows — added or
+        removed.
     """
 
     ok: bool
@@ -493,6 +504,15 @@ class MeanRelease:
     clip_rule: str | None = None
     noise: tuple | None = field(default=None, repr=False, compare=False)
     scales: np.ndarray | None = None
+    unit: str | None = None
+    max_rows_per_unit: int | None = None
+    neighbors: str = "add_remove"
+
+    @property
+    def rows_dropped(self) -> str | None:
+        """User level: ``"not released"`` — how many rows the reduction to one vector per unit
+        left out is not released (it would cost budget); None at record level (no bounding)."""
+        return None if self.unit is None else "not released"
 
     def confidence_intervals(self, beta: Any = 0.05) -> tuple[np.ndarray, np.ndarray] | None:
         """Per-coordinate intervals ``(low, high)``, each holding with probability ``>= 1 − β``
@@ -708,8 +728,22 @@ def private_mean(
     from ..engines.unit_rows import bound_points  # user level: one vector per unit
 
     points, rng = bound_points("private_mean", points, units, max_rows_per_unit, rng)
-    return _private_mean(ArrayPoints(_check_points("private_mean", points)), epsilon, delta, radius, alpha,
-                         rng, calibration, ledger, m_locate)
+    release = _private_mean(ArrayPoints(_check_points("private_mean", points)), epsilon, delta, radius, alpha,
+                            rng, calibration, ledger, m_locate)
+    return _with_unit(release, units, max_rows_per_unit)
+
+
+def _with_unit(release: Any, units: Any, max_rows_per_unit: Any) -> Any:
+    """``release`` (a MeanRelease or KMeansRelease) saying its privacy unit when ``units`` was
+    given (a column name, a Series' name, else ``"units"``) and k = ``max_rows_per_unit``
+    (already validated); unchanged at record level. Cannot fail (called after the charge)."""
+    if units is None:
+        return release
+    import dataclasses
+
+    name = units if isinstance(units, str) else getattr(units, "name", None)
+    name = name if isinstance(name, str) and name else "units"
+    return dataclasses.replace(release, unit=name, max_rows_per_unit=int(max_rows_per_unit))
 
 
 def _check_mean_parameters(epsilon: Any, delta: Any, radius: Any, alpha: Any, calibration: str,
