@@ -19,7 +19,7 @@ from .. import _validate
 from ..errors import ParameterError
 from . import _guard
 
-__all__ = ["parse_conf", "spark_frame", "spark_histogram", "spark_mean"]
+__all__ = ["parse_conf", "spark_frame", "spark_histogram", "spark_kmeans", "spark_mean"]
 
 _CSV_SUFFIXES = {".csv", ".tsv", ".txt", ".gz", ".zst"}
 
@@ -108,6 +108,21 @@ def spark_mean(stack: ExitStack, file: Path, cols: list[str], *, ledger: Path | 
     opened = None if ledger is None else stack.enter_context(Ledger(ledger))
     charged = _guard.charging(opened, command="mean", file=str(file), columns=cols, engine="spark")
     return private_mean(frame, columns=cols, rng=None, ledger=charged, **params)
+
+
+def spark_kmeans(stack: ExitStack, file: Path, cols: list[str], *, ledger: Path | None, master: str | None,
+                 conf: dict[str, str], k: int, **params: Any) -> Any:
+    """The release of ``privagg kmeans FILE --engine spark``: as :func:`spark_mean`, then
+    :func:`privagg.private_kmeans` (the coreset strategy) on the DataFrame."""
+    from ..accounting import Ledger
+    from ..engines import spark_points
+    from ..mechanisms.kmeans import private_kmeans
+
+    frame = spark_frame(stack, file, "private_kmeans", master, conf)
+    spark_points.describe_columns(frame, cols, where="private_kmeans")
+    opened = None if ledger is None else stack.enter_context(Ledger(ledger))
+    charged = _guard.charging(opened, command="kmeans", file=str(file), columns=cols, engine="spark")
+    return private_kmeans(frame, k, columns=cols, rng=None, ledger=charged, **params)
 
 
 def spark_histogram(

@@ -1,7 +1,7 @@
 """``privagg kmeans FILE --columns A,B,... --k K --epsilon E --delta D``: private k-means centers.
 
 Order of work: parameters (and the plot target) → the file's schema and the numeric columns
-(DuckDB) → the ledger → :func:`privagg.mechanisms.kmeans.private_kmeans` (which charges the
+(DuckDB; with ``--engine spark``: Spark started, the Parquet schema, the rows counted) → the ledger → :func:`privagg.mechanisms.kmeans.private_kmeans` (which charges the
 ledger before drawing noise) → output. Errors come only from public inputs (parameters, path,
 schema), never from values.
 
@@ -23,7 +23,8 @@ from . import _guard
 from ._params import columns_option, csv_dialect, csv_options, number_option, radius_option
 from ._plot2d import check_plot, plot_released
 from ._render import dumps, visible
-from ._units import read_points, release_unit_fields, unit_fields, unit_lines, unit_options, with_unit
+from . import _spark
+from ._units import _max_rows, read_points, release_unit_fields, unit_fields, unit_lines, unit_options, with_unit
 
 __all__ = ["kmeans"]
 
@@ -53,6 +54,11 @@ def _k(text: str) -> int:
 @click.option("--ledger", type=click.Path(dir_okay=False, path_type=Path), help="Charge this privacy ledger.")
 @unit_options
 @csv_dialect
+@click.option("--engine", default="duckdb", show_default=True, metavar="duckdb|spark",
+              help="Where the rows are read, counted and summed: DuckDB (embedded) or Spark (pip install "
+                   "'privagg[spark]'; Parquet; the coreset strategy, without --radius).")
+@click.option("--spark-master", metavar="URL", help="Spark master with --engine spark [default: local[*]].")
+@click.option("--spark-conf", multiple=True, metavar="KEY=VALUE", help="A Spark setting (repeatable).")
 def kmeans(
     file: Path,
     columns: str,
@@ -68,6 +74,9 @@ def kmeans(
     delimiter: str,
     encoding: str,
     quote: str,
+    engine: str,
+    spark_master: str | None,
+    spark_conf: tuple[str, ...],
 ) -> None:
     """Differentially private k-means centers of the COLUMNS of FILE (CSV with a header, or Parquet).
 
@@ -86,12 +95,30 @@ def kmeans(
     csv = csv_options(WHERE, delimiter, encoding, quote)
     if plot is not None:
         plot = check_plot(WHERE, plot, len(cols))
-    points, rng, k_rows = read_points(WHERE, file, cols, privacy_unit, max_rows_per_unit, csv)
-    with ExitStack() as stack:
-        opened = None if ledger is None else stack.enter_context(Ledger(ledger))
-        charged = _guard.charging(opened, command="kmeans", file=str(file), columns=cols,
-                                  **({} if privacy_unit is None else unit_fields(privacy_unit, k_rows)))
-        release = private_kmeans(points, k, epsilon=eps, delta=dlt, radius=r, rng=rng, ledger=charged)
+    _validate.check_choice(WHERE, "engine", engine, ("duckdb", "spark"))
+    if engine != "spark" and (spark_master is not None or spark_conf):
+        raise _validate.fail(WHERE, "spark-master" if spark_master is not None else "spark-conf",
+                             "given with --engine spark only", spark_master or spark_conf[0])
+    conf = _spark.parse_conf(WHERE, spark_conf)
+    if engine == "spark":
+        if privacy_unit is not None:
+            raise _validate.fail(WHERE, "privacy-unit", "absent with --engine spark (user-level k-means is not yet "
+                                 "computed in Spark; use --engine duckdb)", privacy_unit)
+        if r is not None:
+            raise _validate.fail(WHERE, "radius", "absent with --engine spark (sample and aggregate does not run "
+                                 "in Spark; the coreset strategy needs no radius)", radius)
+        _max_rows(WHERE, None, max_rows_per_unit)
+        k_rows = 1
+        with ExitStack() as stack:
+            release = _spark.spark_kmeans(stack, file, cols, ledger=ledger, master=spark_master, conf=conf,
+                                          k=k, epsilon=eps, delta=dlt)
+    else:
+        points, rng, k_rows = read_points(WHERE, file, cols, privacy_unit, max_rows_per_unit, csv)
+        with ExitStack() as stack:
+            opened = None if ledger is None else stack.enter_context(Ledger(ledger))
+            charged = _guard.charging(opened, command="kmeans", file=str(file), columns=cols,
+                                      **({} if privacy_unit is None else unit_fields(privacy_unit, k_rows)))
+            release = private_kmeans(points, k, epsilon=eps, delta=dlt, radius=r, rng=rng, ledger=charged)
     release = with_unit(release, privacy_unit, k_rows)
     centers = None if release.centers is None else [[float(v) for v in row] for row in release.centers]
     payload = {

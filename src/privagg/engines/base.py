@@ -20,6 +20,13 @@ integer sums, a histogram of distances and the per-column scale counts. Implemen
 and in Spark (:class:`privagg.engines.spark_points.SparkPoints`); every calibration, threshold
 and accounting step stays in :mod:`privagg.mechanisms.mean`.
 
+k-means (the coreset strategy) reads the same rows through :class:`KMeansSource`, a
+:class:`PointSource` with four more exact counts and sums over all rows: hashed grid-cell scores,
+the occupied grid cells with their counts, per-column bin counts, and per-cluster sizes with exact
+clipped integer sums (:class:`privagg.mechanisms.kmeans.ArrayKMeansPoints` in memory,
+:class:`privagg.engines.spark_kmeans.SparkKMeansPoints` in Spark); every noise draw, threshold
+and accounting step stays in :mod:`privagg.mechanisms.kmeans`.
+
 Bounding rule (identical in every engine, docs/proofs/histograms.md §7). Each (unit, key) pair
 present in the data gets the priority
 
@@ -48,7 +55,7 @@ import numpy as np
 
 from .counting import KeyCounts
 
-__all__ = ["Bounding", "BoundedCounts", "Engine", "PointSource", "draw_secret", "PRIORITY_SQL"]
+__all__ = ["Bounding", "BoundedCounts", "Engine", "KMeansSource", "PointSource", "draw_secret", "PRIORITY_SQL"]
 
 #: The priority of a (unit, key) pair, in DuckDB SQL ($secret is a UBIGINT parameter).
 PRIORITY_SQL = "hash(hash($secret::UBIGINT, hash({unit}), hash({key})))"
@@ -177,3 +184,37 @@ class PointSource(ABC):
     @abstractmethod
     def distance_bins(self, center: np.ndarray, edges: np.ndarray) -> np.ndarray:
         """:func:`~privagg.mechanisms.mean._distance_bins` over all rows: int64 of len(edges) + 1."""
+
+
+class KMeansSource(PointSource):
+    """The finite rows (n, d) as the coreset strategy of :func:`privagg.private_kmeans` reads them.
+
+    ``proj`` is None (the rows themselves) or a public (d, D_PROJ) matrix: the coreset space is
+    then the rows ``y = x @ proj`` (:func:`~privagg.mechanisms.kmeans.coreset_space`). Every method
+    is a deterministic function of the rows and of its public arguments, draws no randomness, and
+    returns exact integers; every implementation returns the same values for the same rows (the
+    per-row arithmetic is :mod:`privagg.mechanisms.kmeans`'s). Only these totals reach the caller.
+    """
+
+    @abstractmethod
+    def cell_scores(self, proj: np.ndarray | None, shift: np.ndarray, sides: np.ndarray, mult: np.ndarray,
+                    threshold: int) -> tuple[np.ndarray, np.ndarray]:
+        """Per side: ``(Σ_cells max(count − T, 0), #cells with count >= T)`` of the hashed cells
+        (:func:`~privagg.mechanisms.kmeans.cell_scores`), two int64 arrays of len(sides)."""
+
+    @abstractmethod
+    def cell_counts(self, proj: np.ndarray | None, shift: np.ndarray, side: float) -> tuple[np.ndarray, np.ndarray]:
+        """The occupied cells ``floor(y/side − shift)`` in lexicographic order (float64 (m, dc))
+        and their counts (int64): :func:`~privagg.mechanisms.kmeans.cell_counts`."""
+
+    @abstractmethod
+    def column_cell_counts(self, width: float, u: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per column ``j`` the occupied bins ``floor(x_j/width − u_j)`` (clamped), as ``(column,
+        bin, count)`` sorted by (column, bin): :func:`~privagg.mechanisms.kmeans.column_cell_counts`."""
+
+    @abstractmethod
+    def cluster_sums(self, proj: np.ndarray | None, label_centers: np.ndarray, refs: np.ndarray,
+                     radii: np.ndarray, exponent: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each row labelled by its nearest of ``label_centers`` in the coreset space of ``proj``:
+        per-cluster sizes (int64 (k,)) and exact clipped integer sums (object (k, d) of Python
+        integers): :func:`~privagg.mechanisms.kmeans.cluster_sums`."""

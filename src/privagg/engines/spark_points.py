@@ -36,7 +36,8 @@ scale step (as the local engines, the driver is trusted with the subsample). Exe
 rows, the released centers and radii, and the hash keys. Errors name only the schema and the
 Spark configuration, never a value (Spark's messages are not shown).
 
-Not yet on Spark: ``units=`` (user-level means) and :func:`privagg.private_kmeans`.
+Not yet on Spark: ``units=`` (user-level means). :func:`privagg.private_kmeans` reads the same
+rows through :class:`privagg.engines.spark_kmeans.SparkKMeansPoints` (the coreset strategy).
 """
 
 from __future__ import annotations

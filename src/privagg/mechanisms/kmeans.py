@@ -57,7 +57,9 @@ from ..noise.rng import resolve_rng
 from ..noise.samplers import bernoulli_rational, discrete_laplace
 from ..friendlycore.conversion import end_to_end_budget, friendly_budget, movement_bound
 from ..friendlycore.filter import keep_probabilities
+from ..engines.base import KMeansSource
 from .mean import (
+    ArrayPoints,
     M_MIN,
     SUM_BITS,
     _SUM_ROWS,
@@ -565,6 +567,7 @@ def private_kmeans(
     strategy: str = "auto",
     units: Any = None,
     max_rows_per_unit: int = 1,
+    columns: Any = None,
 ) -> KMeansRelease:
     """Differentially private k-means centers, with no prior bound on where the data lie.
 
@@ -590,7 +593,11 @@ def private_kmeans(
     ----------
     points : array_like, shape (n, d)
         Real numbers. Rows with a NaN or infinite entry are dropped (data, not errors); entries
-        that are not real numbers count as missing (as in :func:`privagg.private_mean`).
+        that are not real numbers count as missing (as in :func:`privagg.private_mean`). Or a
+        Spark DataFrame (``pip install 'privagg[spark]'``) with ``columns``: the coreset
+        strategy's counts and sums run in Spark, the same release as in memory
+        (:mod:`privagg.engines.spark_kmeans`; ``units``, ``radius`` and ``parts`` — sample and
+        aggregate — are not available there: a ParameterError before any Spark job).
     k : int
         Number of centers, 1 to 1000.
     epsilon : float
@@ -624,6 +631,8 @@ def private_kmeans(
     max_rows_per_unit : int
         k >= 1 (only with ``units``): a unit's vector is the average of k of its rows sampled
         uniformly without replacement (all rows if fewer); 1 (default): one sampled row.
+    columns : str or list of str, optional
+        With a Spark DataFrame only: its numeric columns to use (default: every column).
 
     Returns
     -------
@@ -658,13 +667,40 @@ def private_kmeans(
     from ..engines.spark import is_spark_dataframe
     from ..engines.unit_rows import bound_points  # user level: one vector per unit
 
-    if is_spark_dataframe(points):  # before any Spark job: the Spark engine has no k-means yet
-        raise fail("private_kmeans", "points", "an array or a table in memory (private_kmeans does not yet run "
-                   "in Spark; private_mean does)", "<a Spark DataFrame>")
+    if is_spark_dataframe(points):  # the Spark engine (privagg[spark]): the same core, the coreset strategy
+        from ..engines import spark_kmeans, spark_points
 
+        d = len(spark_points.describe_columns(points, columns, where="private_kmeans"))  # schema only
+        check = functools.partial(_check_spark_parameters, d, k, epsilon, delta, radius, parts, n_init, strategy)
+        with spark_points.points_of("private_kmeans", points, columns, units, max_rows_per_unit, rng,
+                                    check) as (source, gen, secure):
+            return _private_kmeans_coreset(spark_kmeans.SparkKMeansPoints.of(source), _check_k("private_kmeans", k),
+                                           epsilon, delta, (gen, secure), ledger)
+    if columns is not None:
+        raise fail("private_kmeans", "columns", "None unless points is a Spark DataFrame (choose the columns of an "
+                   "array by indexing it)", columns)
     points, rng = bound_points("private_kmeans", points, units, max_rows_per_unit, rng)
     release = _private_kmeans(points, k, epsilon, delta, radius, rng, ledger, parts, n_init, strategy)
     return _mean_module._with_unit(release, units, max_rows_per_unit)
+
+
+def _check_spark_parameters(d: int, k: Any, epsilon: Any, delta: Any, radius: Any, parts: Any, n_init: Any,
+                            strategy: Any) -> None:
+    """Every check of :func:`_private_kmeans` that needs no data, for a Spark DataFrame (before its
+    first job); sample and aggregate (``radius``/``parts`` given, or ``strategy="aggregate"``) is
+    refused there: its parts and per-part k-means do not run in Spark."""
+    where = "private_kmeans"
+    if d > 2**20:
+        raise fail(where, "points", "a DataFrame with at most 2**20 columns", f"{d} columns")
+    _check_k(where, k)
+    r = _check_radius(where, radius)
+    if parts is not None:
+        check_positive_int(where, "parts", parts, T_MIN, 100_000)
+    check_positive_int(where, "n_init", n_init, 1, 10)
+    if _check_strategy(where, strategy, r, parts) != "coreset":
+        raise fail(where, "strategy", "'coreset' with a Spark DataFrame (sample and aggregate, chosen when radius "
+                   "or parts is given, does not run in Spark: leave radius and parts unset)", strategy)
+    coreset_plan(epsilon, delta, d, where=where)
 
 
 def _check_strategy(where: str, strategy: Any, radius: Any, parts: Any) -> str:
@@ -691,7 +727,7 @@ def _private_kmeans(points: Any, k: Any, epsilon: Any, delta: Any, radius: Any, 
     check_positive_int(where, "n_init", n_init, 1, 10)
     chosen = _check_strategy(where, strategy, r, parts)
     if chosen == "coreset":
-        return _private_kmeans_coreset(x, kk, epsilon, delta, rng, ledger)
+        return _private_kmeans_coreset(ArrayKMeansPoints(x), kk, epsilon, delta, rng, ledger)
     plan = kmeans_plan(epsilon, delta, select_radius=r is None, where=where)
     gen, secure = resolve_rng(rng, where)
     loss = plan.privacy_loss
@@ -726,18 +762,22 @@ def _private_kmeans(points: Any, k: Any, epsilon: Any, delta: Any, radius: Any, 
     return KMeansRelease(True, centers, eps_out, delta_out, r, secure, loss, t, n_hat=n_hat)
 
 
-def _private_kmeans_coreset(x: np.ndarray, k: int, epsilon: Any, delta: Any, rng: Any,
+@quiet_numerics
+def _private_kmeans_coreset(x: KMeansSource, k: int, epsilon: Any, delta: Any, rng: Any,
                             ledger: Any) -> KMeansRelease:
+    """The coreset strategy on the finite rows of a :class:`~privagg.engines.base.KMeansSource`;
+    ``rng`` is an ``rng`` argument or an engine's resolved ``(generator, secure)`` pair."""
     where = "private_kmeans"
-    d = x.shape[1]
+    d = x.d
     plan = coreset_plan(epsilon, delta, d, where=where)
-    gen, secure = resolve_rng(rng, where)
+    gen, secure = rng if isinstance(rng, tuple) else resolve_rng(rng, where)
+    n = x.count()  # before the charge (an engine that cannot evaluate its data charges nothing)
     loss = plan.privacy_loss
     eps_out, delta_out = float(loss.epsilon), float(loss.delta)
     if ledger is not None:
         ledger.charge(loss, mechanism=where, parameters={**plan.public_parameters(), "k": k,
                       "d": int(d)})
-    n_hat = x.shape[0] + int(discrete_laplace(1 / plan.eps_count, rng=gen))
+    n_hat = n + int(discrete_laplace(1 / plan.eps_count, rng=gen))
     need = plan.min_rows(k)
 
     def release(centers: np.ndarray | None, reason: str | None, side: float | None = None,
@@ -919,18 +959,10 @@ def _anchor(x: np.ndarray, width: float, plan: CoresetPlan, gen: np.random.Gener
     column keeps no cell."""
     from ..noise.samplers import discrete_gaussian
 
-    n, d = x.shape
+    source = _kmeans_source(x)
+    d = source.d
     u = gen.random(d)
-    z = np.floor(x / width - u)
-    z = np.where(np.abs(z) < _HASH_LIMIT, z, np.copysign(_HASH_LIMIT, z))  # far rows: an end cell
-    zs = np.sort(z, axis=0)
-    new = np.ones_like(zs, dtype=bool)
-    new[1:] = zs[1:] != zs[:-1]
-    starts = np.flatnonzero(new.T.reshape(-1))  # column-major: cells of column 0 first
-    flat_new = new.T.reshape(-1)
-    col = np.repeat(np.arange(d), new.sum(axis=0))
-    vals = zs.T.reshape(-1)[flat_new]
-    counts = np.diff(np.append(starts, n * d))
+    col, vals, counts = source.column_cell_counts(width, u)  # exact, where the rows live
     noisy = counts + discrete_gaussian(Fraction(d) / (2 * plan.rho_anchor), size=counts.size, rng=gen)
     keep = noisy >= plan.anchor_threshold
     if not np.isin(np.arange(d), col[keep]).all():
@@ -953,11 +985,16 @@ def _cell_coordinates(y: np.ndarray, shift: np.ndarray, side: float) -> tuple[np
     return z, ok
 
 
+def cell_hashes(z: np.ndarray, ok: np.ndarray, mult: np.ndarray) -> np.ndarray:
+    """The hashed cell of every row that has a cell: ``Σ_j z_j·mult_j mod 2^64`` (uint64)."""
+    zi = z[ok].astype(np.int64).view(np.uint64)
+    return (zi * mult).sum(axis=1, dtype=np.uint64)  # wraps modulo 2^64
+
+
 def _hashed_counts(z: np.ndarray, ok: np.ndarray, mult: np.ndarray) -> np.ndarray:
     """Counts of the hashed cells (a deterministic function of each row: one row adds one to one
     bucket; a collision merges buckets, which only costs utility)."""
-    zi = z[ok].astype(np.int64).view(np.uint64)
-    h = (zi * mult).sum(axis=1, dtype=np.uint64)  # wraps modulo 2^64
+    h = cell_hashes(z, ok, mult)
     h.sort()
     if h.size == 0:
         return np.zeros(0, dtype=np.int64)
@@ -965,14 +1002,15 @@ def _hashed_counts(z: np.ndarray, ok: np.ndarray, mult: np.ndarray) -> np.ndarra
     return np.diff(np.append(starts, h.size))
 
 
-def _level_score(y: np.ndarray, shift: np.ndarray, j: int, mult: np.ndarray, threshold: int) -> int:
-    """``f_j = Σ_cells max(count − T, 0)`` at side ``w_j``: one row changes it by at most 1."""
-    z, ok = _cell_coordinates(y, shift, _level_side(j))
-    counts = _hashed_counts(z, ok, mult)
-    return int(np.maximum(counts - threshold, 0).sum())
+def _level_score(y: Any, shift: np.ndarray, j: int, mult: np.ndarray, threshold: int) -> int:
+    """``f_j = Σ_cells max(count − T, 0)`` at side ``w_j``: one row changes it by at most 1.
+    ``y``: the coreset-space rows (an array, or :class:`CoresetRows` where the data live)."""
+    rows = _coreset_rows(y)
+    excess, _ = rows.source.cell_scores(rows.proj, shift, np.array([_level_side(j)]), mult, threshold)
+    return int(excess[0])
 
 
-def _search_level(y: np.ndarray, shift: np.ndarray, mult: np.ndarray, n_hat: int, plan: CoresetPlan,
+def _search_level(y: Any, shift: np.ndarray, mult: np.ndarray, n_hat: int, plan: CoresetPlan,
                   gen: np.random.Generator) -> int:
     """Noisy binary search for the least level ``j`` with ``f_j >= LEVEL_MASS·n̂``: exactly
     ``LEVEL_STEPS`` comparisons, each of ``f_j + DLap(LEVEL_STEPS/eps_level)`` (ε_level-DP)."""
@@ -988,14 +1026,15 @@ def _search_level(y: np.ndarray, shift: np.ndarray, mult: np.ndarray, n_hat: int
     return hi
 
 
-def _heavy_cells(y: np.ndarray, shift: np.ndarray, j: int, mult: np.ndarray, threshold: int) -> int:
-    """The number of (hashed) cells with at least T rows at side ``w_j``: one row changes it by
-    at most 1."""
-    z, ok = _cell_coordinates(y, shift, _level_side(j))
-    return int((_hashed_counts(z, ok, mult) >= threshold).sum())
+def _heavy_cells(y: Any, shift: np.ndarray, levels: np.ndarray, mult: np.ndarray, threshold: int) -> np.ndarray:
+    """Per level ``j``, the number of (hashed) cells with at least T rows at side ``w_j``: one row
+    changes each by at most 1 (all levels in one pass over the rows)."""
+    rows = _coreset_rows(y)
+    sides = np.array([_level_side(int(j)) for j in levels])
+    return rows.source.cell_scores(rows.proj, shift, sides, mult, threshold)[1]
 
 
-def _pick_level(y: np.ndarray, shift: np.ndarray, mult: np.ndarray, j0: int, k: int,
+def _pick_level(y: Any, shift: np.ndarray, mult: np.ndarray, j0: int, k: int,
                 plan: CoresetPlan, gen: np.random.Generator) -> int:
     """Report-noisy-max (discrete Laplace ``2/eps_pick``, ties to the larger side) of the number
     of heavy cells over the public window ``j0 − PICK_WINDOW … j0`` (step 2): eps_pick-DP. When
@@ -1004,7 +1043,7 @@ def _pick_level(y: np.ndarray, shift: np.ndarray, mult: np.ndarray, j0: int, k: 
     levels = np.arange(max(LEVEL_LO, j0 - PICK_WINDOW), j0 + 1, 2)[::-1]
     if levels[0] != j0:
         levels = np.concatenate(([j0], levels))
-    scores = np.array([_heavy_cells(y, shift, int(j), mult, plan.threshold) for j in levels])
+    scores = _heavy_cells(y, shift, levels, mult, plan.threshold)
     scale = 2 / plan.eps_pick
     noisy = scores + discrete_laplace(scale, size=levels.size, rng=gen)
     best = int(np.argmax(noisy))
@@ -1013,23 +1052,19 @@ def _pick_level(y: np.ndarray, shift: np.ndarray, mult: np.ndarray, j0: int, k: 
     return int(levels[best])
 
 
-def _coreset(y: np.ndarray, shift: np.ndarray, side: float, plan: CoresetPlan,
+def _coreset(y: Any, shift: np.ndarray, side: float, plan: CoresetPlan,
              gen: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Stable histogram of the cells at ``side``: every occupied cell's count plus
     ``DLap(1/eps_core)``, kept when ``>= T``. Returns the kept cells' centers (in ``y``'s space)
-    and their noisy counts (the weights)."""
-    z, ok = _cell_coordinates(y, shift, side)
-    z = z[ok]
-    if z.shape[0] == 0:
-        return np.zeros((0, y.shape[1])), np.zeros(0)
-    order = np.lexsort(z.T[::-1])
-    zs = z[order]
-    new = np.concatenate(([True], (zs[1:] != zs[:-1]).any(axis=1)))
-    starts = np.flatnonzero(new)
-    counts = np.diff(np.append(starts, zs.shape[0]))
+    and their noisy counts (the weights). The exact counts come from where the rows live
+    (:meth:`~privagg.engines.base.KMeansSource.cell_counts`); the noise is drawn here."""
+    rows = _coreset_rows(y)
+    zs, counts = rows.source.cell_counts(rows.proj, shift, side)
+    if zs.shape[0] == 0:
+        return np.zeros((0, shift.shape[0])), np.zeros(0)
     noisy = counts + discrete_laplace(1 / plan.eps_core, size=counts.size, rng=gen)
     keep = noisy >= plan.threshold
-    cells = zs[starts[keep]]
+    cells = zs[keep]
     return (cells + shift + 0.5) * side, noisy[keep].astype(np.float64)
 
 
@@ -1113,17 +1148,23 @@ def cluster_integer_sums(x: np.ndarray, label: np.ndarray, refs: np.ndarray, rad
     return total
 
 
-def _noisy_step(x: np.ndarray, label: np.ndarray, refs: np.ndarray, radii: np.ndarray,
+def _noisy_step(x: Any, label: Any, refs: np.ndarray, radii: np.ndarray,
                 eps_count: Fraction, rho: Fraction, gen: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """One private Lloyd update from public references, labels a function of each row and
     public values: noisy sizes (``DLap(1/eps_count)``, ℓ1 sensitivity 1) and noisy unit sums
     (discrete Gaussian, ρ; one row changes one cluster's d coordinates, as in §6.3). Returns the
     new centers ``refs + R·S̃/count`` (unchanged where the noisy size is below M_MIN) and the
-    noisy sizes."""
+    noisy sizes. ``x``: an array with ``label`` its rows' labels, or a
+    :class:`~privagg.engines.base.KMeansSource` with ``label`` a :class:`Labels` (the rows are
+    labelled, counted and summed where they live)."""
     k, d = refs.shape
-    sizes = np.bincount(label, minlength=k) + discrete_laplace(1 / eps_count, size=k, rng=gen)
     e_h = -SUM_BITS
-    sums = cluster_integer_sums(x, label, refs, radii, e_h).reshape(-1)
+    if isinstance(label, Labels):
+        exact, sums = _kmeans_source(x).cluster_sums(label.proj, label.centers, refs, radii, e_h)
+    else:
+        exact, sums = np.bincount(label, minlength=k), cluster_integer_sums(x, label, refs, radii, e_h)
+    sizes = exact + discrete_laplace(1 / eps_count, size=k, rng=gen)
+    sums = sums.reshape(-1)
     sigma = 1.0 / math.sqrt(2.0 * float(rho)) * _SAFETY
     e = gaussian_exponent(_SAFETY, sigma, k * d)
     root_d = _sqrt_up(d)
@@ -1143,15 +1184,14 @@ def _nearest_plain(y: np.ndarray, centers: np.ndarray) -> np.ndarray:
 
 def _coreset_kmeans(x: np.ndarray, k: int, plan: CoresetPlan, n_hat: int,
                     gen: np.random.Generator) -> tuple[np.ndarray | None, str | None, float | None, int]:
-    """The coreset strategy after the count: (centers or None, reason, cell side, coreset size)."""
-    n, d = x.shape
-    if plan.projected:
-        proj = gen.normal(0.0, 1.0 / math.sqrt(D_PROJ), size=(d, D_PROJ))
-        y = _finite(x @ proj)
-    else:
-        proj = None
-        y = x
-    dc = y.shape[1]
+    """The coreset strategy after the count: (centers or None, reason, cell side, coreset size).
+    ``x``: the rows (an array or a :class:`~privagg.engines.base.KMeansSource`), read only through
+    the source's exact counts and sums."""
+    x = _kmeans_source(x)
+    d = x.d
+    proj = gen.normal(0.0, 1.0 / math.sqrt(D_PROJ), size=(d, D_PROJ)) if plan.projected else None
+    y = CoresetRows(x, proj)  # the rows in the coreset space (x @ proj when projected)
+    dc = d if proj is None else D_PROJ
     shift = gen.random(dc)
     mult = gen.integers(1, 2**63, size=dc, dtype=np.uint64) | np.uint64(1)
     j = _pick_level(y, shift, mult, _search_level(y, shift, mult, n_hat, plan, gen), k,
@@ -1167,7 +1207,7 @@ def _coreset_kmeans(x: np.ndarray, k: int, plan: CoresetPlan, n_hat: int,
     if proj is None:
         centers = c_proj
         for rho in steps:
-            label = _nearest(x, centers)
+            label = Labels(None, centers)
             radii = _coreset_radii(cells, weights, _nearest(cells, centers), centers, side)
             centers, _ = _noisy_step(x, label, centers, radii, plan.eps_step_count, rho, gen)
         return centers, None, side, cells.shape[0]
@@ -1179,7 +1219,7 @@ def _coreset_kmeans(x: np.ndarray, k: int, plan: CoresetPlan, n_hat: int,
     if mu is None:
         return None, (f"a column has no bin of width {width:.4g} with {plan.anchor_threshold} rows "
                       f"(the anchor's threshold; noisy count n̂ = {n_hat})"), side, cells.shape[0]
-    label_p = _nearest(y, c_proj)
+    label_p = Labels(proj, c_proj)
     cell_label = _nearest(cells, c_proj)
     refs = np.tile(mu, (k, 1))
     radii = _coreset_radii(cells, weights, cell_label, _finite(refs @ proj), side)
@@ -1189,5 +1229,127 @@ def _coreset_kmeans(x: np.ndarray, k: int, plan: CoresetPlan, n_hat: int,
     for rho in steps[2:]:
         pc = _finite(centers @ proj)
         radii = _coreset_radii(cells, weights, _nearest(cells, pc), pc, side)
-        centers, _ = _noisy_step(x, _nearest(x, centers), centers, radii, plan.eps_step_count, rho, gen)
+        centers, _ = _noisy_step(x, Labels(None, centers), centers, radii, plan.eps_step_count, rho, gen)
     return centers, None, side, cells.shape[0]
+
+
+# ============================================================== the data seam of the coreset strategy
+# The coreset strategy reads its rows only through these exact, noise-free functions of the rows
+# (one shared per-row arithmetic): in memory on the whole array (ArrayKMeansPoints), in Spark on
+# each task's Arrow batches, the partial counts and sums added by Spark
+# (privagg.engines.spark_kmeans). Every noise draw, threshold and accounting step is above.
+
+
+def coreset_space(x: np.ndarray, proj: np.ndarray | None) -> np.ndarray:
+    """The rows in the coreset space: ``x`` itself, or ``_finite(x @ proj)`` (JL, ``d > D_CORE``)."""
+    return x if proj is None else _finite(x @ proj)
+
+
+def cell_scores(y: np.ndarray, shift: np.ndarray, sides: np.ndarray, mult: np.ndarray,
+                threshold: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per side ``w``: ``Σ max(c − T, 0)`` and ``#{c >= T}`` over the counts ``c`` of the hashed
+    cells ``floor(y/w − shift)`` (int64 arrays of len(sides))."""
+    excess = np.zeros(len(sides), dtype=np.int64)
+    heavy = np.zeros(len(sides), dtype=np.int64)
+    for i, side in enumerate(sides):  # a few public sides (not a loop over rows)
+        counts = _hashed_counts(*_cell_coordinates(y, shift, float(side)), mult)
+        excess[i] = np.maximum(counts - threshold, 0).sum()
+        heavy[i] = (counts >= threshold).sum()
+    return excess, heavy
+
+
+def cell_counts(y: np.ndarray, shift: np.ndarray, side: float) -> tuple[np.ndarray, np.ndarray]:
+    """The occupied cells ``floor(y/side − shift)`` (rows with a cell) in lexicographic order,
+    float64 (m, dc), and their counts (int64)."""
+    z, ok = _cell_coordinates(y, shift, side)
+    z = z[ok]
+    if z.shape[0] == 0:
+        return np.zeros((0, y.shape[1])), np.zeros(0, dtype=np.int64)
+    zs = z[np.lexsort(z.T[::-1])]
+    starts = np.flatnonzero(np.concatenate(([True], (zs[1:] != zs[:-1]).any(axis=1))))
+    return zs[starts], np.diff(np.append(starts, zs.shape[0]))
+
+
+def column_bins(x: np.ndarray, width: float, u: np.ndarray) -> np.ndarray:
+    """``floor(x_ij/width − u_j)``, far rows clamped to ``±_HASH_LIMIT`` (an end bin)."""
+    z = np.floor(x / width - u)
+    return np.where(np.abs(z) < _HASH_LIMIT, z, np.copysign(_HASH_LIMIT, z))
+
+
+def column_cell_counts(x: np.ndarray, width: float, u: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per column the occupied bins of :func:`column_bins` and their counts: ``(column, bin,
+    count)`` sorted by column, then bin (int64, float64, int64)."""
+    n, d = x.shape
+    zs = np.sort(column_bins(x, width, u), axis=0)
+    new = np.ones_like(zs, dtype=bool)
+    new[1:] = zs[1:] != zs[:-1]
+    flat_new = new.T.reshape(-1)  # column-major: bins of column 0 first
+    starts = np.flatnonzero(flat_new)
+    col = np.repeat(np.arange(d), new.sum(axis=0))
+    return col, zs.T.reshape(-1)[flat_new], np.diff(np.append(starts, n * d))
+
+
+def cluster_sums(x: np.ndarray, proj: np.ndarray | None, label_centers: np.ndarray, refs: np.ndarray,
+                 radii: np.ndarray, exponent: int) -> tuple[np.ndarray, np.ndarray]:
+    """Labels ``_nearest(coreset_space(x, proj), label_centers)``; per cluster the size (int64) and
+    :func:`cluster_integer_sums` (object (k, d) of Python integers)."""
+    label = _nearest(coreset_space(x, proj), label_centers)
+    k = refs.shape[0]
+    return np.bincount(label, minlength=k), cluster_integer_sums(x, label, refs, radii, exponent)
+
+
+@dataclass(frozen=True)
+class Labels:
+    """How the rows of a Lloyd step are labelled: nearest of ``centers`` in the coreset space of
+    ``proj`` (None: the rows themselves). Public values only."""
+
+    proj: np.ndarray | None
+    centers: np.ndarray
+
+
+@dataclass(frozen=True)
+class CoresetRows:
+    """The rows of ``source`` in the coreset space of ``proj`` (None: the rows themselves)."""
+
+    source: Any
+    proj: np.ndarray | None
+
+
+class ArrayKMeansPoints(ArrayPoints, KMeansSource):
+    """In memory: the finite float64 rows ``x`` (n, d) for the coreset strategy. The projection
+    of the last ``proj`` is kept (the search asks for it a dozen times)."""
+
+    def __init__(self, x: np.ndarray) -> None:
+        super().__init__(x)
+        self._space: tuple[Any, np.ndarray] = (None, x)
+
+    def _rows_in(self, proj: np.ndarray | None) -> np.ndarray:
+        if proj is None:
+            return self.x
+        if self._space[0] is not proj:
+            self._space = (proj, coreset_space(self.x, proj))
+        return self._space[1]
+
+    def cell_scores(self, proj: np.ndarray | None, shift: np.ndarray, sides: np.ndarray, mult: np.ndarray,
+                    threshold: int) -> tuple[np.ndarray, np.ndarray]:
+        return cell_scores(self._rows_in(proj), shift, sides, mult, threshold)
+
+    def cell_counts(self, proj: np.ndarray | None, shift: np.ndarray, side: float) -> tuple[np.ndarray, np.ndarray]:
+        return cell_counts(self._rows_in(proj), shift, side)
+
+    def column_cell_counts(self, width: float, u: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return column_cell_counts(self.x, width, u)
+
+    def cluster_sums(self, proj: np.ndarray | None, label_centers: np.ndarray, refs: np.ndarray,
+                     radii: np.ndarray, exponent: int) -> tuple[np.ndarray, np.ndarray]:
+        label = _nearest(self._rows_in(proj), label_centers)
+        k = refs.shape[0]
+        return np.bincount(label, minlength=k), cluster_integer_sums(self.x, label, refs, radii, exponent)
+
+
+def _kmeans_source(x: Any) -> KMeansSource:
+    return x if isinstance(x, KMeansSource) else ArrayKMeansPoints(np.asarray(x, dtype=np.float64))
+
+
+def _coreset_rows(y: Any) -> CoresetRows:
+    return y if isinstance(y, CoresetRows) else CoresetRows(_kmeans_source(y), None)
