@@ -553,6 +553,9 @@ def real_tables() -> dict[str, np.ndarray]:
         keep("penguins bill_length, body_mass", load_penguins()[["bill_length_mm", "body_mass_g"]])
     except ImportError as exc:
         print(f"palmerpenguins: not available ({exc})")
+    randhie = statsmodels_randhie()  # 20,190 rows, skewed counts and 0/1 columns (bench extra)
+    if randhie is not None:
+        keep("randhie (10 cols)", randhie)
     return out
 
 
