@@ -67,6 +67,35 @@ def grid_levels(v: np.ndarray) -> np.ndarray:
     return level
 
 
+def _upper_edges() -> np.ndarray:
+    """``T[b]``: the largest float ``<= r_b² = 2^{j_b/2}`` for every bin ``b < len(grid)``, and
+    ``+inf`` for the last bin, so a float ``v >= 0`` has bin ``<= b`` iff ``v <= T[b]``. Even
+    ``j``: the power of two itself; odd ``j = 2q + 1``: ``floor(√2·2⁵²)·2^{q−52}`` (exact: √2 is
+    irrational, and ``floor(√2·2⁵²) = isqrt(2¹⁰⁵)`` has 53 bits)."""
+    out = [math.ldexp(1.0, j // 2) if j % 2 == 0 else math.ldexp(float(math.isqrt(2**105)), (j - 1) // 2 - 52)
+           for j in GRID_EXPONENTS.tolist()]
+    return np.array(out + [math.inf])
+
+
+_UPPER = _upper_edges()
+_TINY = 5e-324  # the least positive float: below every grid radius (bin 0)
+
+
+def _bins_inplace(v: np.ndarray) -> np.ndarray:
+    """The grid bin ``clip(grid_levels(v) − j_0, 0, len(grid))`` of floats ``v >= 2⁻¹⁰⁷⁴`` (or
+    ``+inf``), computed in place on ``v``'s bits (``v`` is overwritten; returned as its int64
+    view). The same bit formula as :func:`grid_levels` (``v > 0``, so no ``abs``)."""
+    t = v.view(np.int64)
+    t -= 1
+    frac_ok = (t & _MANTISSA) >= _SQRT2_F
+    t >>= 52
+    t *= 2
+    t += frac_ok
+    t -= 2045 + int(GRID_EXPONENTS[0])
+    np.clip(t, 0, GRID_EXPONENTS.size, out=t)
+    return t
+
+
 def _pair_bins(x: np.ndarray, threads: int = 2) -> np.ndarray:
     """``counts[i, b]``: how many other points fall in distance bin ``b`` of point ``i``.
 
@@ -77,9 +106,15 @@ def _pair_bins(x: np.ndarray, threads: int = 2) -> np.ndarray:
     (:func:`~privagg.friendlycore.kernel._shell_blocks`): block pairs farther apart than it
     are credited to bin ``len(grid)`` unseen, so a far row costs no pair work. The other block
     pairs use blocked matrix products on rows shifted by a local anchor (the first row of the
-    pair) and the proven margin of the kernel's screening (``docs/proofs/mean.md`` §4): a pair
-    whose margin interval straddles a grid boundary is recomputed with the direct formula
-    itself, and a block pair outside the proof's range (shifted ``s > 2⁹⁰⁰``) directly.
+    pair) and the proven margin of the kernel's screening (``docs/proofs/mean.md`` §4): with
+    ``e = fl(s_i + s_j) − 2G_ij`` and ``μ = c·fl(s_i + s_j)`` the direct value lies in
+    ``[fl(e − μ), fl(e + μ)]``; the pair gets the bin ``b`` of the lower end unless the upper end
+    exceeds the bin's upper edge (``fl(e + μ) > T[b]``, :func:`_upper_edges`), and then it is
+    recomputed with the direct formula itself; a block pair outside the proof's range (shifted
+    ``s > 2⁹⁰⁰``) is binned directly. So every pair gets exactly the bin of the direct formula,
+    whatever the blocking, the BLAS or the thread count. The direct formula is symmetric
+    (``fl(a − b)² = fl(b − a)²``), so a diagonal block's bin matrix is symmetric and its row sums
+    credit both ends of each pair.
     """
     m, d = x.shape
     k = GRID_EXPONENTS.size
@@ -95,33 +130,44 @@ def _pair_bins(x: np.ndarray, threads: int = 2) -> np.ndarray:
 
     def work(bi: int, bj: int) -> tuple:
         i0, i1, j0, j1 = bounds[bi], bounds[bi + 1], bounds[bj], bounds[bj + 1]
+        ni, nj, same = i1 - i0, j1 - j0, bi == bj
         anchor = xs[i0]
-        yi, yj = xs[i0:i1] - anchor, xs[j0:j1] - anchor
-        si, sj = np.einsum("ij,ij->i", yi, yi), np.einsum("ij,ij->i", yj, yj)
+        yi = xs[i0:i1] - anchor
+        yj = yi if same else xs[j0:j1] - anchor
+        si = np.einsum("ij,ij->i", yi, yi)
+        sj = si if same else np.einsum("ij,ij->i", yj, yj)
         if not max(si.max(), sj.max()) <= 2.0**900:  # outside the proof's range: directly
             b = bins_of(squared_distance(xs[i0:i1, None, :], xs[None, j0:j1, :]))
         else:
-            e = si[:, None] + sj[None, :] - 2.0 * (yi @ yj.T)
-            margin = c * (si[:, None] + sj[None, :])
-            b = bins_of(np.maximum(e - margin, 0.0))
-            band = b != bins_of(e + margin)
+            e = yi @ yj.T
+            e *= -2.0
+            s = np.add.outer(si, sj)
+            e += s  # fl(s_i + s_j) − 2G, the kernel's expansion
+            s *= c  # the margin μ
+            lo = e - s
+            s += e  # fl(e + μ)
+            np.maximum(lo, _TINY, out=lo)
+            b = _bins_inplace(lo)  # bin of max(fl(e − μ), 0)
+            band = s > _UPPER[b]
             if band.any():
                 pi, pj = np.nonzero(band)
                 b[pi, pj] = bins_of(squared_distance(xs[pi + i0], xs[pj + j0]))
-        if bi == bj:
-            b[np.tril_indices(i1 - i0)] = width  # keep each unordered pair i < j once
-        cells = np.arange(i1 - i0)[:, None] * (width + 1) + b
-        rows = np.bincount(cells.ravel(), minlength=(i1 - i0) * (width + 1))
-        cells = np.arange(j1 - j0)[None, :] * (width + 1) + b
-        cols = np.bincount(cells.ravel(), minlength=(j1 - j0) * (width + 1))
-        return i0, i1, j0, j1, rows.reshape(i1 - i0, width + 1), cols.reshape(j1 - j0, width + 1)
+        if same:
+            b.flat[:: ni + 1] = width  # self pairs are not counted here
+        else:
+            cells = b + np.arange(nj) * (width + 1)
+            cols = np.bincount(cells.ravel(), minlength=nj * (width + 1)).reshape(nj, width + 1)
+        b += (np.arange(ni) * (width + 1))[:, None]
+        rows = np.bincount(b.ravel(), minlength=ni * (width + 1)).reshape(ni, width + 1)
+        return i0, i1, j0, j1, rows, None if same else cols
 
     nb = bounds.size - 1
     tasks = [(bi, bj) for bi in range(nb) for bj in range(bi, int(last[bi]) + 1)]
     counts = np.zeros((m, width + 1), dtype=np.int64)
     for i0, i1, j0, j1, rows, cols in _map(work, tasks, threads):
         counts[i0:i1] += rows
-        counts[j0:j1] += cols
+        if cols is not None:
+            counts[j0:j1] += cols
     # Skipped block pairs (I, J > last[I]): beyond the largest grid radius, bin k.
     sizes = np.diff(bounds)
     after = m - bounds[last + 1]  # rows of the blocks skipped by block I

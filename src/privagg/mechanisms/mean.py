@@ -900,10 +900,22 @@ def row_hash(x: np.ndarray, keys: np.ndarray) -> np.ndarray:
 
 
 def _keyed_row_order(x: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """Rows sorted by :func:`row_hash`, ties by the bits of columns 0, 1, … (as unsigned)."""
+    """Rows sorted by :func:`row_hash`, ties by the bits of columns 0, 1, … (as unsigned), ties
+    of all of them by index: ``np.lexsort(bits[:, d−1], …, bits[:, 0], hash)``, computed as a
+    stable sort of the hash and a lexsort of only the rows whose hash is not unique (the same
+    permutation: both sorts are stable)."""
     d = x.shape[1]
     bits = np.ascontiguousarray(x).view(np.uint64)
-    return np.lexsort([bits[:, j] for j in range(d - 1, -1, -1)] + [row_hash(x, keys)])
+    h = row_hash(x, keys)
+    order = np.argsort(h, kind="stable")
+    hs = h[order]
+    tie = hs[1:] == hs[:-1]
+    if tie.any():
+        pos = np.flatnonzero(np.concatenate([tie, [False]]) | np.concatenate([[False], tie]))
+        rows = order[pos]  # runs of equal hash, each run in index order
+        sub = np.lexsort([bits[rows, j] for j in range(d - 1, -1, -1)] + [hs[pos]])
+        order[pos] = rows[sub]
+    return order
 
 
 def scale_counts(x: np.ndarray, order: np.ndarray) -> np.ndarray:
@@ -925,9 +937,12 @@ def sorted_scale_counts(xs: np.ndarray) -> np.ndarray:
         return out
     with np.errstate(over="ignore", invalid="ignore"):
         diff = np.ascontiguousarray(np.abs(xs[1:] - xs[:-1]).T)  # (d, n − 1), may be inf
+    # #{level <= 2k}: a histogram of the levels clipped to [2k_0 − 1, 2k_1 + 1], cumulated
+    low, high = 2 * int(SCALE_EXPONENTS[0]) - 1, 2 * int(SCALE_EXPONENTS[-1]) + 1
+    at = 2 * SCALE_EXPONENTS - low
     for j in range(d):  # over columns
-        lv = np.sort(grid_levels(diff[j]))
-        out[j] = np.searchsorted(lv, 2 * SCALE_EXPONENTS, side="right")
+        lv = np.clip(grid_levels(diff[j]), low, high) - low
+        out[j] = np.cumsum(np.bincount(lv, minlength=high - low + 1))[at]
     return out
 
 

@@ -1,0 +1,368 @@
+"""Speed work on the radius-selection bins, the scale step's row order and counts, and the
+thread pool: the faster code gives exactly the old results.
+
+Deterministic known-answer tests (no statistics, so no false failures):
+
+* the bin upper edges and the in-place bin formula against exact rational comparisons;
+* ``_pair_bins`` against a slow reference (the direct formula on every pair, binned with the
+  rational-checked levels) on adversarial data: squared distances exactly at, one and two ulps
+  beside grid edges, far from the origin (the product expansion is inexact there), duplicates,
+  several 512-row blocks (diagonal and off-diagonal), a far row (direct path), both thread
+  counts; negative control: without the screening margin the same harness sees a difference;
+* ``_keyed_row_order`` against ``np.lexsort`` (also with a 2-bit hash, so most rows tie) and
+  ``sorted_scale_counts`` against the sort/searchsorted reference (negative control: a level
+  off by one is detected);
+* ``private_mean`` releases recorded from commit 83876dc (before the speed work), bit for bit,
+  for fixed seeds on four datasets (``radius=None``: AboveThreshold radius selection, per-column
+  scales, a Laplace calibration, far rows), and the exact radius queries (hash);
+* the thread pool runs its tasks with one BLAS thread (on 83876dc the BLAS kept its default:
+  on a loaded 2-core machine a 512 x 512 x 10 product took 30 ms instead of 0.1 ms).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import privagg.friendlycore.radius as R
+import privagg.mechanisms.mean as M
+from privagg import private_mean
+from privagg.friendlycore.kernel import _map
+from privagg.friendlycore.predicates import squared_distance
+
+SEED = 20261201
+K = R.GRID_EXPONENTS.size
+
+
+def exact_bin(v: float) -> int:
+    """The least grid index b with v <= 2^{j_b/2} (v² <= 2^{j_b}, on rationals), clipped to [0, K]."""
+    if v <= 0:
+        return 0
+    if math.isinf(v):
+        return K
+    f = Fraction(v)
+    j = math.floor(2 * math.log2(v)) - 3
+    while not f * f <= Fraction(2) ** j:
+        j += 1
+    return min(max(j - int(R.GRID_EXPONENTS[0]), 0), K)
+
+
+def largest_at_most_edge(j: int) -> float:
+    """The largest float v with v² <= 2^j (exact rationals), found from a float guess."""
+    v = math.ldexp(math.sqrt(2.0) if j % 2 else 1.0, j // 2)
+    while Fraction(v) ** 2 > Fraction(2) ** j:
+        v = math.nextafter(v, 0.0)
+    while Fraction(math.nextafter(v, math.inf)) ** 2 <= Fraction(2) ** j:
+        v = math.nextafter(v, math.inf)
+    return v
+
+
+EDGES = np.array([largest_at_most_edge(j) for j in R.GRID_EXPONENTS.tolist()])
+
+
+def edge_values() -> np.ndarray:
+    t = EDGES
+    return np.concatenate([t, np.nextafter(t, 0.0), np.nextafter(t, np.inf),
+                           np.nextafter(np.nextafter(t, np.inf), np.inf)])
+
+
+def test_upper_edges_exact():
+    """T[b] is the largest float <= 2^{j_b/2} (rationals), and the last one is +inf."""
+    t = R._UPPER
+    assert t.size == K + 1 and t[-1] == math.inf
+    assert np.array_equal(t[:-1], EDGES)
+
+
+def test_bins_inplace_exact_at_edges():
+    """The in-place bit formula equals the rational bin at, below and above every edge, for
+    random magnitudes, the least positive float, huge values and +inf."""
+    print(f"seed={SEED}")
+    rng = np.random.default_rng(SEED)
+    v = np.concatenate([edge_values(), np.exp2(rng.uniform(-40, 100, 3000)),
+                        [5e-324, 1e-310, 2.0**-20, 1e300, np.finfo(float).max, np.inf]])
+    want = np.array([exact_bin(float(a)) for a in v])
+    got = R._bins_inplace(v.copy())
+    assert np.array_equal(got, want), f"seed={SEED}"
+
+
+def slow_bins(x: np.ndarray) -> np.ndarray:
+    """Reference: the direct formula on every unordered pair, binned with grid_levels (checked
+    against rationals in test_fc_radius_bins.py), credited to both ends."""
+    m = x.shape[0]
+    out = np.zeros((m, K + 1), dtype=np.int64)
+    i, j = np.triu_indices(m, 1)
+    with np.errstate(all="ignore"):
+        sq = squared_distance(x[i], x[j])
+    b = np.clip(R.grid_levels(sq) - R.GRID_EXPONENTS[0], 0, K)
+    np.add.at(out, (i, b), 1)
+    np.add.at(out, (j, b), 1)
+    return out
+
+
+def adversarial(offset: float, d: int, far: bool) -> np.ndarray:
+    """Rows whose pairs have squared distances exactly at and next to grid edges: along the
+    first axis, steps y with fl(y²) on an edge or one ulp off (searched exactly), around
+    ``offset`` (far from the origin the product expansion errs by far more than an ulp);
+    duplicates; Gaussian rows; a far row first (the shell anchor) when ``far``."""
+    rng = np.random.default_rng(SEED)
+    steps = []
+    for t in EDGES[::3]:
+        y = math.sqrt(float(t))
+        for k in range(-3, 4):
+            steps.append(y)
+            y = math.nextafter(y, math.inf)
+    steps = np.array(steps)
+    steps = steps[(steps > 1e-3) & (steps < 1e6)]
+    base = np.zeros((steps.size, d))
+    base[:, 0] = steps
+    pairs = np.concatenate([np.zeros((1, d)), base])  # row 0 against every step
+    g = np.stack(np.meshgrid(*[np.arange(4.0)] * 2, indexing="ij"), -1).reshape(-1, 2)
+    lat = np.zeros((g.shape[0], d))
+    lat[:, : min(d, 2)] = g[:, : min(d, 2)]  # squared distances 1, 2, 4, 5, 8, 9, 10, 13, 18: on and off the edges
+    gauss = rng.normal(size=(700, d)) * 3.0
+    x = np.concatenate([pairs, lat, lat[:5], gauss]) + offset
+    if far:
+        x = np.concatenate([np.full((1, d), 1e200), x])
+    return x
+
+
+@pytest.mark.parametrize("offset,d,far", [(0.0, 1, False), (0.0, 10, False), (1e7, 3, False),
+                                           (-3e9, 10, False), (1e4, 4, True)])
+def test_pair_bins_equal_slow_reference(offset, d, far):
+    print(f"seed={SEED}")
+    x = adversarial(offset, d, far)
+    want = slow_bins(x)
+    for threads in (1, 2):
+        with np.errstate(all="ignore"):
+            got = R._pair_bins(x, threads=threads)
+        assert np.array_equal(got, want), f"seed={SEED} offset={offset} d={d} far={far}"
+
+
+def test_pair_bins_negative_control_without_margin(monkeypatch):
+    """Without the screening margin (c = 0) the same harness finds a difference: it can fail."""
+    x = adversarial(-3e9, 10, False)
+    monkeypatch.setattr(R, "_U", 0.0)
+    assert not np.array_equal(R._pair_bins(x, threads=1), slow_bins(x))
+
+
+def lexsort_order(x: np.ndarray, h: np.ndarray) -> np.ndarray:
+    bits = np.ascontiguousarray(x).view(np.uint64)
+    return np.lexsort([bits[:, j] for j in range(x.shape[1] - 1, -1, -1)] + [h])
+
+
+def datasets_for_order() -> list[np.ndarray]:
+    rng = np.random.default_rng(SEED)
+    dup = rng.integers(0, 3, size=(2000, 3)).astype(float)
+    mixed = np.concatenate([rng.normal(size=(300, 2)) * 1e300, rng.normal(size=(300, 2)) * 2.0**-70,
+                            [[0.0, -0.0], [-0.0, 0.0], [0.0, 0.0]]])
+    return [rng.normal(size=(3000, 5)), dup, mixed, np.zeros((1, 4)), np.zeros((2, 3))]
+
+
+@pytest.mark.parametrize("coarse", [False, True])
+def test_keyed_row_order_equals_lexsort(monkeypatch, coarse):
+    """The same permutation as the full lexsort (hash, then the bits, then the index), also when
+    most hashes collide (a 2-bit hash, so ties between distinct rows are sorted by their bits)."""
+    rng = np.random.default_rng(SEED)
+    if coarse:
+        full = M.row_hash
+        monkeypatch.setattr(M, "row_hash", lambda a, k: full(a, k) & np.uint64(3))
+    for x in datasets_for_order():
+        keys = M.row_keys(x.shape[1], rng)
+        assert np.array_equal(M._keyed_row_order(x, keys), lexsort_order(x, M.row_hash(x, keys))), \
+            f"seed={SEED}"
+
+
+def sort_scale_counts(xs: np.ndarray) -> np.ndarray:
+    """The 83876dc implementation: sorted levels, searchsorted at 2k."""
+    n, d = xs.shape
+    out = np.zeros((d, M.SCALE_EXPONENTS.size), dtype=np.int64)
+    if n < 2:
+        return out
+    with np.errstate(over="ignore", invalid="ignore"):
+        diff = np.abs(xs[1:] - xs[:-1]).T
+    for j in range(d):
+        out[j] = np.searchsorted(np.sort(R.grid_levels(diff[j])), 2 * M.SCALE_EXPONENTS, side="right")
+    return out
+
+
+def test_sorted_scale_counts_equal_sort_reference(monkeypatch):
+    """Differences of every magnitude (below 2⁻⁵⁰, beyond 2⁷⁰, overflowing to inf, exact powers
+    of two and their neighbours); negative control: levels one too high are detected."""
+    rng = np.random.default_rng(SEED)
+    p = np.exp2(np.arange(-52, 73, 0.5))
+    col = np.cumsum(np.concatenate([p, np.nextafter(p, 0), np.nextafter(p, np.inf), [0.0, 0.0]]))
+    cases = datasets_for_order() + [np.stack([col, col[::-1]], 1), np.array([[1e308], [-1e308], [1e308]])]
+    for xs in cases:
+        with np.errstate(over="ignore"):
+            assert np.array_equal(M.sorted_scale_counts(xs), sort_scale_counts(xs)), f"seed={SEED}"
+    levels = R.grid_levels
+    monkeypatch.setattr(R, "grid_levels", lambda v: levels(v) + 1)
+    xs = cases[-2]
+    with np.errstate(over="ignore"):
+        bad = M.sorted_scale_counts(xs)
+    monkeypatch.setattr(R, "grid_levels", levels)
+    assert not np.array_equal(bad, sort_scale_counts(xs))
+
+
+def release_datasets():
+    g = np.random.default_rng(SEED)
+    lat = g.integers(0, 41, size=(6000, 3)).astype(float)  # squared distances on the grid edges
+    yield "gauss_d10", g.normal(size=(4000, 10)) * 3.0 + 1.0, dict(epsilon=1.0, delta=1e-6, m_locate=2500)
+    yield "lattice_d3", lat, dict(epsilon=1.0, delta=1e-6, m_locate=2000)
+    yield "offset_d4_laplace", g.normal(size=(6000, 4)) + 1e6, dict(epsilon=2.0, delta=1e-7,
+                                                                     calibration="laplace", m_locate=2000)
+    far = g.normal(size=(3000, 6))
+    far[0] = 1e200
+    far[1, ::2] = -1e150
+    yield "far_rows_d6", far, dict(epsilon=1.0, delta=1e-6, alpha=0.1, m_locate=2000)
+
+
+#: Recorded with commit 83876dc (before the speed work): n̂, radius, clip radius, mean (float.hex),
+#: and the first 16 hex digits of the SHA-256 of the JSON list of radius_queries(x[:1500]).
+EXPECTED = json.loads('''{
+"gauss_d10/1": [
+true,
+4001,
+"0x1.306fe0a31b715p+4",
+"0x1.d5818dcfba488p+3",
+[
+"0x1.0034757569204p+0",
+"0x1.f5751b4a078cdp-1",
+"0x1.0386aa4705b1ep+0",
+"0x1.fb28b737dba83p-1",
+"0x1.bc604c659b4a1p-1",
+"0x1.e0fb8d885993ep-1",
+"0x1.0ec4546d48e0bp+0",
+"0x1.060624434fa90p+0",
+"0x1.05f282728807bp+0",
+"0x1.047faf6151d5ep+0"
+]
+],
+"gauss_d10/2": [
+true,
+3974,
+"0x1.306fe0a31b715p+4",
+"0x1.8ace5422aa0dbp+3",
+[
+"0x1.09ac532a213d8p+0",
+"0x1.01ca093e7c74fp+0",
+"0x1.e4cd3c3b43e5bp-1",
+"0x1.11bc4db060e2bp+0",
+"0x1.d96c27cf8e9f7p-1",
+"0x1.edf491649f3e1p-1",
+"0x1.f18cf8e9f8032p-1",
+"0x1.ed37b2e40ad28p-1",
+"0x1.e7548a3e19828p-1",
+"0x1.08e0ba3c09caap+0"
+]
+],
+"gauss_d10/queries": "c1a5f96e9a840996",
+"lattice_d3/1": [
+true,
+6001,
+"0x1.306fe0a31b715p+2",
+"0x1.d5818dcfba488p+1",
+[
+"0x1.41696607ef471p+4",
+"0x1.3f34ccf27a178p+4",
+"0x1.40016ca76566ep+4"
+]
+],
+"lattice_d3/2": [
+true,
+5974,
+"0x1.306fe0a31b715p+2",
+"0x1.d5818dcfba488p+1",
+[
+"0x1.437319d7087c1p+4",
+"0x1.3e384eef1dbd5p+4",
+"0x1.3fd51beb168a5p+4"
+]
+],
+"lattice_d3/queries": "e9bd1f4cd1ab5cbd",
+"offset_d4_laplace/1": [
+true,
+6000,
+"0x1.0000000000000p+2",
+"0x1.d5818dcfba487p+1",
+[
+"0x1.e848001fb09e6p+19",
+"0x1.e847ffd394e82p+19",
+"0x1.e847ffea2eaaap+19",
+"0x1.e848005906798p+19"
+]
+],
+"offset_d4_laplace/2": [
+true,
+5987,
+"0x1.0000000000000p+2",
+"0x1.d5818dcfba487p+1",
+[
+"0x1.e848000d0199ap+19",
+"0x1.e847ffbb75771p+19",
+"0x1.e847ffdaa8909p+19",
+"0x1.e8480033a5038p+19"
+]
+],
+"offset_d4_laplace/queries": "e4780bdd4f63691f",
+"far_rows_d6/1": [
+true,
+3001,
+"0x1.306fe0a31b715p+2",
+"0x1.d5818dcfba488p+1",
+[
+"0x1.219e46763b8b0p-6",
+"-0x1.3dba48d9b2b70p-6",
+"-0x1.2e704b117ccd8p-8",
+"0x1.2d8dafa48d9b2p-6",
+"-0x1.fa9bb1dc57b1cp-6",
+"-0x1.f9bd30b58760cp-7"
+]
+],
+"far_rows_d6/2": [
+true,
+2974,
+"0x1.306fe0a31b715p+2",
+"0x1.d5818dcfba488p+1",
+[
+"0x1.ecb8885985c50p-7",
+"0x1.4a8703f5aba98p-9",
+"0x1.cd2cb25b3e7d0p-8",
+"0x1.f238b30b88dd4p-6",
+"-0x1.2b45234ae3980p-5",
+"-0x1.80f06b6d521ecp-7"
+]
+],
+"far_rows_d6/queries": "75e88fc61c88be47"
+}''')
+
+
+def test_private_mean_releases_bit_identical_to_83876dc():
+    for name, x, kw in release_datasets():
+        for seed in (1, 2):
+            rel = private_mean(x, rng=seed, **kw)
+            got = [rel.ok, rel.n_hat, float(rel.radius).hex() if rel.radius else None,
+                   float(rel.clip_radius).hex() if rel.clip_radius else None,
+                   [float(v).hex() for v in rel.mean] if rel.ok else None]
+            assert got == EXPECTED[f"{name}/{seed}"], f"{name} rng={seed}"
+        q = R.radius_queries(x[:1500], alpha=kw.get("alpha", 0.0))
+        assert hashlib.sha256(json.dumps(q).encode()).hexdigest()[:16] == EXPECTED[f"{name}/queries"], name
+
+
+def test_pool_tasks_run_with_one_blas_thread():
+    """While the pool runs, each task sees one BLAS thread (the pool itself uses the cores)."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    blas = [i for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+    if not blas or max(i["num_threads"] for i in blas) < 2:
+        pytest.skip("the BLAS runs one thread here anyway: nothing to show")
+
+    def task(_: int) -> int:
+        return max(i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas")
+
+    assert _map(task, [(0,), (1,), (2,)], 2) == [1, 1, 1]
+    assert max(i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas") >= 2
