@@ -7,11 +7,21 @@ by every metric — and releases every metric for every released group, vectoriz
 (:mod:`privagg.mechanisms.grouped` and the per-metric modules).
 
 Budget split. The user gives one (ε, δ). The steps are ``"selection"`` (only without a domain)
-and one per metric, named by its output column (``count``, ``sum_<col>``, ``mean_<col>``,
-``q<q>_<col>``). Each step has a weight (default 1; ``weights={name: w}`` overrides). ε is split in
-proportion to the weights over all steps; δ in proportion to the weights over the steps that need
-δ — the selection and each mean without bounds; every other step is pure ε-DP. Exact rationals
-throughout, so the parts add up to exactly (ε, δ). ``delta`` must be > 0 when some step needs it;
+and one per metric, named by its output column (``count``, ``sum_<col>``, ``mean_<col>`` (no
+bounds: FriendlyCore), ``bmean_<col>`` (with bounds), ``q<q>_<col>``). Each has a weight (default
+1; ``weights={name: w}`` overrides). ε is split in proportion to the weights over all steps; δ in
+proportion to the weights over the steps that need δ — the selection and each mean without
+bounds; every other step is pure ε-DP. Exact rationals throughout, so the parts add up to exactly
+(ε, δ).
+
+Sharing. A ``sum(col, b)`` and a ``mean(col, b)`` with the same column and bounds are released
+together from ONE noisy count and ONE noisy centered sum (mean = mid + S̃/n̂, sum = S̃ + mid·n̂)
+at the two shares added up, ε_sum + ε_mean, when the public rule of
+:func:`~privagg.mechanisms.grouped_bounded.share_plan` says the sum is no noisier that way (always
+with equal weights); the two steps are then one, reported as ``"sum_<col>+bmean_<col>"`` with that
+ε (their weights stay the keys of ``weights``). ``count()`` is never shared: it counts rows, while
+the mean's count counts the rows with a present value in the column, and which rows those are is
+data (docs/proofs/aggregate_bounded.md §7). ``delta`` must be > 0 when some step needs it;
 a δ that no step needs is not spent (the release and the ledger say δ = 0). The steps compose
 sequentially (all read the same rows); each metric is itself a parallel composition over the
 disjoint groups. Proofs: ``docs/proofs/aggregate.md``.
@@ -172,7 +182,9 @@ class Mean(_Metric):
 
     @property
     def name(self) -> str:
-        return f"mean_{self.column}"
+        """``mean_<col>`` without bounds (FriendlyCore), ``bmean_<col>`` with bounds: distinct, so
+        that both can be asked in one query."""
+        return f"mean_{self.column}" if self.bounds is None else f"bmean_{self.column}"
 
     @property
     def needs_delta(self) -> bool:
@@ -258,7 +270,8 @@ def sum(column: str, bounds: tuple[float, float]) -> Sum:  # noqa: A001 - the pu
 
 
 def mean(column: str, bounds: tuple[float, float] | None = None) -> Mean:
-    """The mean of ``column`` per group: bounded with ``bounds``, FriendlyCore (no bounds) without."""
+    """The mean of ``column`` per group: bounded with ``bounds`` (output column ``bmean_<col>``),
+    FriendlyCore without (``mean_<col>``)."""
     return Mean(column, bounds)
 
 
@@ -336,7 +349,9 @@ class AggregateRelease:
     epsilon, delta : float
         The guarantee of the whole release (what a ledger is charged); δ = 0 when no step needs δ.
     split : dict
-        {step: (ε, δ)} as floats (exact values: :attr:`split_exact`).
+        {step: (ε, δ)} as floats (exact values: :attr:`split_exact`): the selection, one step per
+        metric, and one step ``"sum_<col>+bmean_<col>"`` for a shared sum and mean (module
+        docstring); the values add up to (:attr:`epsilon`, :attr:`delta`).
     privacy_loss : PrivacyLoss
     secure : bool
         Whether the noise came from the secure generator (``rng=None``).
@@ -555,7 +570,8 @@ def aggregate(
     neighbors : {"add_remove", "replace"}
         Add/remove one unit (record), or replace one by another.
     weights : dict, optional
-        {step: weight > 0} for the split (steps: ``"selection"`` and the metric names).
+        {step: weight > 0} for the split (steps: ``"selection"`` and the metric names; a shared
+        sum and mean get the sum of their two weights).
     where : str, optional
         A public SQL filter over the table's columns (checked by
         :func:`privagg.engines.where.check_where`; 1-stable; a row whose evaluation fails is
@@ -608,14 +624,18 @@ def aggregate(
     if where is not None and not isinstance(where, str):
         raise fail(caller, "where", "a SQL boolean expression (str) or None", where)
     steps = ([("selection", True)] if dom is None else []) + [(m.name, m.needs_delta) for m in mets]
-    split = split_budget(steps, eps, dlt, weights, where=caller)
+    shares = split_budget(steps, eps, dlt, weights, where=caller)  # per metric (weights by metric name)
+    contribution = Contribution(max_groups=l0, max_rows=linf, replace=replace)
+    shared = _shared_pairs(mets, shares, contribution)
+    split = _merge_split(shares, shared)
     if dom is None:
         from .partition_selection import keep_numerators
 
         sel_eps, sel_dlt = selection_parameters(*split["selection"], l0, replace)
         keep_numerators(sel_eps, sel_dlt, where=caller)  # validates ε_sel/k (a public parameter)
-    contribution = Contribution(max_groups=l0, max_rows=linf, replace=replace)
     for m in mets:  # every metric's own public checks at its share: after the charge nothing fails
+        if m.name in shared:
+            continue  # planned by share_plan at the shared step's ε
         try:
             m.plan(*split[m.name], contribution)
         except ParameterError as exc:
@@ -650,10 +670,74 @@ def aggregate(
 
         keep = select(cand.units, sel_eps, sel_dlt, gen)
         cand = cand.restrict(keep)
-    results = {m.name: (m.run(cand, *split[m.name], contribution, gen) if cand.size else _empty(m))
-               for m in mets}
+    results: dict[str, MetricResult] = {}
+    for m in mets:  # in the query's order (the draws' order is public)
+        if m.name in results:
+            continue
+        if m.name in shared:
+            s_m, b_m = shared[m.name]
+            if cand.size:
+                from .grouped_bounded import shared_sums_means
+
+                lo, hi = s_m.bounds
+                results[s_m.name], results[b_m.name] = shared_sums_means(
+                    cand.values[s_m.column], lower=lo, upper=hi, epsilon=split[_joined(s_m, b_m)][0],
+                    contribution=contribution, rng=gen)
+            else:
+                results[s_m.name], results[b_m.name] = _empty(s_m), _empty(b_m)
+            continue
+        results[m.name] = m.run(cand, *split[m.name], contribution, gen) if cand.size else _empty(m)
     return _release(cand, by_cols, mets, results, split, loss, secure, neighbors, units is not None, l0, linf,
                     "domain" if dom is not None else "optimal")
+
+
+def _joined(s: Sum, m: Mean) -> str:
+    """The name of the step a shared sum and mean are released by: ``sum_<col>+bmean_<col>``."""
+    return f"{s.name}+{m.name}"
+
+
+def _shared_pairs(mets: tuple[_Metric, ...], shares: dict[str, tuple[Fraction, Fraction]],
+                  contribution: Contribution) -> dict[str, tuple[Sum, Mean]]:
+    """{metric name: (sum, mean)} for every ``sum(col, b)`` and bounded ``mean(col, b)`` of the
+    same column and bounds that :func:`~privagg.mechanisms.grouped_bounded.share_plan` shares
+    (public: the metrics, their ε shares and the contribution; ParameterError before the charge
+    when neither way can run). count() is never shared: it counts rows, the mean's count counts
+    the rows whose value in the column is present, and which rows those are is data."""
+    from .grouped_bounded import share_plan
+
+    sums = {(m.column, m.bounds): m for m in mets if isinstance(m, Sum)}
+    out: dict[str, tuple[Sum, Mean]] = {}
+    for m in mets:
+        if not isinstance(m, Mean) or m.bounds is None or (m.column, m.bounds) not in sums:
+            continue
+        s = sums[(m.column, m.bounds)]
+        try:
+            plan = share_plan(lower=m.bounds[0], upper=m.bounds[1], epsilon_sum=shares[s.name][0],
+                              epsilon_mean=shares[m.name][0], contribution=contribution)
+        except ParameterError as exc:
+            raise ParameterError(f"aggregate: the metrics {s.name!r} and {m.name!r} cannot run at their "
+                                 f"shares of the budget (ε = {float(shares[s.name][0]):.6g} and "
+                                 f"{float(shares[m.name][0]):.6g}) with these parameters (raise epsilon "
+                                 f"or their weights, or change their bounds): {exc}") from None
+        if plan.shared:
+            out[s.name] = out[m.name] = (s, m)
+    return out
+
+
+def _merge_split(shares: dict[str, tuple[Fraction, Fraction]], shared: dict[str, tuple[Sum, Mean]]
+                 ) -> dict[str, tuple[Fraction, Fraction]]:
+    """The steps as released: each shared pair's two shares become one step ``sum_<col>+bmean_<col>``
+    (at the first one's place) with ε = their sum (pure ε: δ = 0); the others as they are."""
+    out: dict[str, tuple[Fraction, Fraction]] = {}
+    for name, (e, d) in shares.items():
+        if name not in shared:
+            out[name] = (e, d)
+            continue
+        s, m = shared[name]
+        key = _joined(s, m)
+        if key not in out:
+            out[key] = (shares[s.name][0] + shares[m.name][0], Fraction(0))
+    return out
 
 
 def _empty(metric: _Metric) -> MetricResult:

@@ -1,7 +1,9 @@
 """Bounded metrics per group: noisy counts, clamped sums and bounded means (pure ε-DP).
 
-The three primitives that :func:`privagg.aggregate` calls for ``count()``, ``sum(col, bounds)`` and
-``mean(col, bounds=(lo, hi))`` (contract: :mod:`privagg.mechanisms.grouped`). Each is one numpy
+The primitives that :func:`privagg.aggregate` calls for ``count()``, ``sum(col, bounds)`` and
+``mean(col, bounds=(lo, hi))`` (contract: :mod:`privagg.mechanisms.grouped`); a sum and a mean of
+the same column with the same bounds in one query share one noisy count and one noisy centered
+sum (:func:`shared_sums_means`, chosen by the public rule of :func:`share_plan`). Each is one numpy
 pass over all groups (``np.add.reduceat`` over the group-sorted rows), never a Python loop per
 group or per row. Proofs: ``docs/proofs/aggregate_bounded.md``.
 
@@ -38,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from .._validate import check_positive_int, fail
+from ..errors import ParameterError
 from ..noise.distributions import DiscreteLaplace
 from ..noise.grid import GRID_BITS, grid_laplace_integers, rescale_integers
 from ..noise.rational import to_fraction
@@ -46,12 +49,15 @@ from .grouped import Contribution, GroupedValues, MetricResult
 __all__ = [
     "CountPlan",
     "MeanPlan",
+    "SharePlan",
     "SumPlan",
     "bounded_means",
     "clamped_sums",
     "count_plan",
     "mean_plan",
     "noisy_counts",
+    "share_plan",
+    "shared_sums_means",
     "sum_plan",
 ]
 
@@ -508,7 +514,13 @@ def bounded_means(gv: GroupedValues, *, lower: float, upper: float, epsilon: Any
     ``W``) are each ``ε_½``-DP; sequential composition; the mean, the clamp and ⊥ are
     post-processing (docs/proofs/aggregate_bounded.md §4). Public: bounds, ε, contribution, G.
     """
-    where = "bounded_means"
+    return _bounded_means(gv, "bounded_means", lower, upper, epsilon, contribution, rng)[0]
+
+
+def _bounded_means(gv: GroupedValues, where: str, lower: float, upper: float, epsilon: Any,
+                   contribution: Contribution, rng: np.random.Generator
+                   ) -> tuple[MetricResult, np.ndarray, np.ndarray, MeanPlan]:
+    """:func:`bounded_means` and its two noisy quantities ``(result, n̂, S̃ in real units, plan)``."""
     plan = mean_plan(lower=lower, upper=upper, epsilon=epsilon, contribution=contribution)
     gen = _rng(rng)
     gv = _check_values(where, gv)
@@ -538,5 +550,88 @@ def bounded_means(gv: GroupedValues, *, lower: float, upper: float, epsilon: Any
     high = np.where(ok, high, np.nan)
     reason = np.full(g_count, None, dtype=object)
     reason[~ok] = "the noisy row count of the group is below 1"
-    return _result(mean, low, high, plan.epsilon, ok=ok, reason=reason,
-                   extra={"n_hat": n_hat})
+    return (_result(mean, low, high, plan.epsilon, ok=ok, reason=reason, extra={"n_hat": n_hat}),
+            n_hat, s_hat, plan)
+
+
+def shared_sums_means(gv: GroupedValues, *, lower: float, upper: float, epsilon: Any,
+                      contribution: Contribution, rng: np.random.Generator
+                      ) -> tuple[MetricResult, MetricResult]:
+    """``sum(col, b)`` and ``mean(col, b)`` from ONE noisy count and ONE noisy centered sum.
+
+    Exactly :func:`bounded_means` at ``epsilon`` (the same draws: ``n̂`` and ``S̃`` at
+    ``float_down(ε/2)`` each), and the sum ``S̃ + mid·n̂`` (post-processing): it estimates
+    ``Σ_i k_i·h = Σ_i c_i·h/2 + mid·n``, the quantity :func:`clamped_sums` estimates. The
+    two releases together cost ``epsilon`` once (docs/proofs/aggregate_bounded.md §7).
+
+    Returns
+    -------
+    (MetricResult, MetricResult)
+        The sums, then the means (as :func:`bounded_means`, ``extra["n_hat"]`` included).
+        Sums: ``value = S̃ + mid·n̂`` (float64, every group); ``low``/``high`` = ``value ∓
+        (a + |mid|·b)`` rounded outward by one ulp, with ``a = (k_s + ½)·g`` and ``b = k_n`` the
+        97.5 % two-sided noise quantiles of ``S̃`` and ``n̂``: contains ``Σ_i k_i·h`` with
+        probability ``>= 95 %`` (union bound; noise only, not the clamping bias). Both report
+        ``epsilon`` = the mean plan's guarantee ``<= ε`` (of the two together).
+    """
+    means, n_hat, s_hat, plan = _bounded_means(gv, "shared_sums_means", lower, upper, epsilon,
+                                               contribution, rng)
+    value = s_hat + plan.mid * n_hat
+    a = (plan.centered.half_width + 0.5) * math.ldexp(1.0, plan.centered.exponent)
+    w = a + abs(plan.mid) * float(plan.count.half_width)
+    # float rounding of value (two operations) and of value ∓ w: covered by a relative 2^-50
+    slack = w * 2.0**-50 + (np.abs(s_hat) + np.abs(plan.mid * n_hat)) * 2.0**-50
+    low = np.nextafter(value - (w + slack), -np.inf)
+    high = np.nextafter(value + (w + slack), np.inf)
+    return _result(value, low, high, plan.epsilon), means
+
+
+@dataclass(frozen=True)
+class SharePlan:
+    """The public choice for ``sum(col, b)`` with ``mean(col, b)`` in one query (:func:`share_plan`).
+
+    Attributes
+    ----------
+    shared : bool
+        True: both from :func:`shared_sums_means` at ``ε_sum + ε_mean``; False: each on its own
+        (:func:`clamped_sums` at ``ε_sum``, :func:`bounded_means` at ``ε_mean``).
+    shared_variance, direct_variance : Fraction or None
+        ``(t_s·g)² + mid²·t_n²`` (the shared sum) and ``(t_d·g_d)²`` (the direct sum), in squared
+        value units, from the plans' scales (``Var ≈ 2t²`` for each discrete Laplace draw, the
+        factor 2 common); None where that plan refuses its parameters.
+    """
+
+    shared: bool
+    shared_variance: Fraction | None
+    direct_variance: Fraction | None
+
+
+def share_plan(*, lower: Any, upper: Any, epsilon_sum: Any, epsilon_mean: Any,
+               contribution: Contribution) -> SharePlan:
+    """Whether to derive the sum from the mean's two noisy quantities (public: parameters only).
+
+    Shared iff its sum is no noisier: ``(t_s·g_s)² + mid²·t_n² <= (t_d·g_d)²`` (exact rationals)
+    with ``(t_s, g_s, t_n)`` of :func:`mean_plan` at ``ε_sum + ε_mean`` and ``(t_d, g_d)`` of
+    :func:`sum_plan` at ``ε_sum``. The mean is never worse shared (its two parts get
+    ``(ε_sum + ε_mean)/2`` each instead of ``ε_mean/2``). With equal shares it is always shared
+    (up to the grids' rounding): ``hw² + mid² <= (hw + |mid|)² = M²``, ``hw = (hi − lo)/2``.
+    Raises ParameterError only when neither way can run.
+    """
+    try:
+        both = mean_plan(lower=lower, upper=upper, epsilon=Fraction(epsilon_sum) + Fraction(epsilon_mean),
+                         contribution=contribution)
+        v_shared: Fraction | None = ((both.centered.scale * Fraction(2) ** both.centered.exponent) ** 2
+                                     + Fraction(both.mid) ** 2 * both.count.scale ** 2)
+    except ParameterError:
+        v_shared = None
+    try:
+        direct = sum_plan(lower=lower, upper=upper, epsilon=epsilon_sum, contribution=contribution)
+        v_direct: Fraction | None = (direct.scale * Fraction(2) ** direct.exponent) ** 2
+    except ParameterError:
+        if v_shared is None:
+            raise
+        v_direct = None
+    if v_shared is None:
+        mean_plan(lower=lower, upper=upper, epsilon=epsilon_mean, contribution=contribution)  # may raise
+        return SharePlan(False, None, v_direct)
+    return SharePlan(v_direct is None or v_shared <= v_direct, v_shared, v_direct)
