@@ -352,7 +352,7 @@ def run_privagg(df: Any, bounds: tuple[float, float], unbounded: bool, public: b
                                 delta=DELTA if needs_delta else 0.0, domain=domain, rng=seed)
     res = release.to_pandas()
     keys = [str(k) for k in res["g"].tolist()]
-    names = {"count": "count", "sum": "sum_v", "mean": "mean_v" if unbounded else "bmean_v", "median": "q0.5_v"}
+    names = {"count": "count", "sum": "sum_v", "mean": "mean_v" if unbounded else "mean_v", "median": "q0.5_v"}
     out: dict[str, dict[Any, float]] = {}
     for m, col in names.items():
         values = res[col].to_numpy(dtype=float, na_value=np.nan)

@@ -79,7 +79,7 @@ def test_csv_dialect_is_used(tmp_path):
     (privagg.count(), {"weights": {"count": 1e-30}}, "epsilon"),
     (privagg.sum("x", (0, 10)), {"weights": {"sum_x": 1e-30}}, "epsilon"),
     (privagg.sum("x", (0, 1e305)), {}, "upper"),
-    (privagg.mean("x", (0, 10)), {"weights": {"bmean_x": 1e-30}}, "epsilon"),
+    (privagg.mean("x", (0, 10)), {"weights": {"mean_x": 1e-30}}, "epsilon"),
     (privagg.mean("x", (-1e305, 0)), {}, "lower"),
     (privagg.mean("x"), {"weights": {"mean_x": 1e-40}}, "epsilon"),
     (privagg.mean("x"), {"delta": 1e-300}, "delta"),

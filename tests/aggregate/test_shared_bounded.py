@@ -22,6 +22,7 @@ import pandas as pd
 import pytest
 
 import privagg
+from privagg import ParameterError
 import privagg.noise.grid as grid_mod
 from privagg.mechanisms import grouped_bounded as gb
 from privagg.mechanisms.grouped import Contribution, GroupedValues
@@ -38,34 +39,37 @@ def _frame(seed: int = 0, n: int = 3000) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------------- names
-def test_mean_with_and_without_bounds_have_distinct_names():
+def test_mean_with_and_without_bounds_share_the_spec_name_and_are_refused_together():
+    """The spec names both ``mean_<col>``; asking both in one query is refused before any charge
+    (control: each alone releases)."""
     assert privagg.mean("x").name == "mean_x"
-    assert privagg.mean("x", (0, 10)).name == "bmean_x"
-    r = privagg.aggregate(_frame(), by="g", metrics=[privagg.mean("x"), privagg.mean("x", (0, 10))],
+    assert privagg.mean("x", (0, 10)).name == "mean_x"
+    with pytest.raises(ParameterError, match="'mean_x' twice"):
+        privagg.aggregate(_frame(), by="g", metrics=[privagg.mean("x"), privagg.mean("x", (0, 10))],
                           epsilon=4, delta=1e-6, domain=[0, 1, 2], rng=1)
-    assert r.metrics == ("mean_x", "bmean_x")
-    assert {"mean_x", "mean_x_ok", "bmean_x", "bmean_x_low", "bmean_x_ok"} <= set(r.groups.columns)
-    assert set(r.split) == {"mean_x", "bmean_x"}
+    r = privagg.aggregate(_frame(), by="g", metrics=[privagg.mean("x", (0, 10))],
+                          epsilon=4, delta=1e-6, domain=[0, 1, 2], rng=1)
+    assert r.metrics == ("mean_x",)
 
 
 # --------------------------------------------------------------------------------- the split
 def test_shared_step_replaces_the_two_steps_default_weights():
     mets = [privagg.count(), privagg.sum("x", (0, 10)), privagg.mean("x", (0, 10)), privagg.quantile("x", 0.5, (0, 10))]
     r = privagg.aggregate(_frame(), by="g", metrics=mets, epsilon=4, domain=[0, 1, 2], rng=2)
-    assert r.split_exact == {"count": (Fraction(1), 0), "sum_x+bmean_x": (Fraction(2), 0), "q0.5_x": (Fraction(1), 0)}
-    assert list(r.split) == ["count", "sum_x+bmean_x", "q0.5_x"]
+    assert r.split_exact == {"count": (Fraction(1), 0), "sum_x+mean_x": (Fraction(2), 0), "q0.5_x": (Fraction(1), 0)}
+    assert list(r.split) == ["count", "sum_x+mean_x", "q0.5_x"]
     assert r.epsilon == 4.0 and r.delta == 0.0
-    assert r.metrics == ("count", "sum_x", "bmean_x", "q0.5_x")
+    assert r.metrics == ("count", "sum_x", "mean_x", "q0.5_x")
 
 
 def test_shared_step_with_selection_and_weights():
     mets = [privagg.mean("x", (0, 10)), privagg.count(), privagg.sum("x", (0, 10))]
     r = privagg.aggregate(_frame(), by="g", metrics=mets, epsilon=5, delta=1e-6, rng=3,
-                          weights={"selection": 1, "sum_x": 2, "bmean_x": 1, "count": 1})
+                          weights={"selection": 1, "sum_x": 2, "mean_x": 1, "count": 1})
     # shares 1, 1, 1, 2 of ε = 5; the pair (at the first member's place) gets 1 + 2; δ all to the selection
-    assert r.split_exact == {"selection": (Fraction(1), Fraction(1, 10**6)), "sum_x+bmean_x": (Fraction(3), 0),
+    assert r.split_exact == {"selection": (Fraction(1), Fraction(1, 10**6)), "sum_x+mean_x": (Fraction(3), 0),
                              "count": (Fraction(1), 0)}
-    assert list(r.split_exact) == ["selection", "sum_x+bmean_x", "count"]
+    assert list(r.split_exact) == ["selection", "sum_x+mean_x", "count"]
     assert r.epsilon == 5.0 and r.delta == 1e-6
 
 
@@ -89,8 +93,8 @@ def test_direct_sum_when_the_rule_says_so():
     """mid = 0 and a 10:1 weight on the sum: (hw/5.5)² > (M/10)²: not shared, two steps as before."""
     mets = [privagg.sum("x", (-5, 5)), privagg.mean("x", (-5, 5))]
     r = privagg.aggregate(_frame(), by="g", metrics=mets, epsilon=11, domain=[0, 1, 2], rng=5,
-                          weights={"sum_x": 10, "bmean_x": 1})
-    assert r.split_exact == {"sum_x": (Fraction(10), 0), "bmean_x": (Fraction(1), 0)}
+                          weights={"sum_x": 10, "mean_x": 1})
+    assert r.split_exact == {"sum_x": (Fraction(10), 0), "mean_x": (Fraction(1), 0)}
     plan = gb.share_plan(lower=-5, upper=5, epsilon_sum=10, epsilon_mean=1, contribution=Contribution())
     assert not plan.shared and plan.shared_variance > plan.direct_variance
 
@@ -99,7 +103,7 @@ def test_different_bounds_or_columns_are_not_shared():
     df = _frame().assign(y=lambda d: d.x * 2)
     mets = [privagg.sum("x", (0, 10)), privagg.mean("x", (0, 20)), privagg.sum("y", (0, 20)), privagg.mean("y", (0, 20))]
     r = privagg.aggregate(df, by="g", metrics=mets, epsilon=4, domain=[0, 1, 2], rng=6)
-    assert list(r.split) == ["sum_x", "bmean_x", "sum_y+bmean_y"]
+    assert list(r.split) == ["sum_x", "mean_x", "sum_y+mean_y"]
 
 
 # ------------------------------------------------------------------------ the rule's numbers
@@ -173,9 +177,9 @@ def test_aggregate_sum_and_mean_come_from_the_same_draws():
     """Old code: independent draws, so this identity failed."""
     r = privagg.aggregate(_frame(8), by="g", metrics=[privagg.sum("x", (0, 10)), privagg.mean("x", (0, 10))],
                           epsilon=1, domain=[0, 1, 2], rng=9)
-    n_hat = r.extra["bmean_x"]["n_hat"]
+    n_hat = r.extra["mean_x"]["n_hat"]
     mid = 5.0
-    np.testing.assert_allclose((r.groups["bmean_x"] - mid) * n_hat, r.groups["sum_x"] - mid * n_hat,
+    np.testing.assert_allclose((r.groups["mean_x"] - mid) * n_hat, r.groups["sum_x"] - mid * n_hat,
                                rtol=1e-12, atol=1e-9)
 
 

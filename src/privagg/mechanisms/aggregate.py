@@ -7,8 +7,8 @@ by every metric — and releases every metric for every released group, vectoriz
 (:mod:`privagg.mechanisms.grouped` and the per-metric modules).
 
 Budget split. The user gives one (ε, δ). The steps are ``"selection"`` (only without a domain)
-and one per metric, named by its output column (``count``, ``sum_<col>``, ``mean_<col>`` (no
-bounds: FriendlyCore), ``bmean_<col>`` (with bounds), ``q<q>_<col>``). Each has a weight (default
+and one per metric, named by its output column (``count``, ``sum_<col>``, ``mean_<col>`` (with or
+without bounds; one of each for one column is refused as a duplicate name), ``q<q>_<col>``). Each has a weight (default
 1; ``weights={name: w}`` overrides). ε is split in proportion to the weights over all steps; δ in
 proportion to the weights over the steps that need δ — the selection and each mean without
 bounds; every other step is pure ε-DP. Exact rationals throughout, so the parts add up to exactly
@@ -18,7 +18,7 @@ Sharing. A ``sum(col, b)`` and a ``mean(col, b)`` with the same column and bound
 together from ONE noisy count and ONE noisy centered sum (mean = mid + S̃/n̂, sum = S̃ + mid·n̂)
 at the two shares added up, ε_sum + ε_mean, when the public rule of
 :func:`~privagg.mechanisms.grouped_bounded.share_plan` says the sum is no noisier that way (always
-with equal weights); the two steps are then one, reported as ``"sum_<col>+bmean_<col>"`` with that
+with equal weights); the two steps are then one, reported as ``"sum_<col>+mean_<col>"`` with that
 ε (their weights stay the keys of ``weights``). ``count()`` is never shared: it counts rows, while
 the mean's count counts the rows with a present value in the column, and which rows those are is
 data (docs/proofs/aggregate_bounded.md §7). ``delta`` must be > 0 when some step needs it;
@@ -182,9 +182,9 @@ class Mean(_Metric):
 
     @property
     def name(self) -> str:
-        """``mean_<col>`` without bounds (FriendlyCore), ``bmean_<col>`` with bounds: distinct, so
-        that both can be asked in one query."""
-        return f"mean_{self.column}" if self.bounds is None else f"bmean_{self.column}"
+        """``mean_<col>``, with or without bounds (the spec's name): a bounded and an unbounded
+        mean of one column in the same query are refused as two metrics of one name."""
+        return f"mean_{self.column}"
 
     @property
     def needs_delta(self) -> bool:
@@ -270,7 +270,7 @@ def sum(column: str, bounds: tuple[float, float]) -> Sum:  # noqa: A001 - the pu
 
 
 def mean(column: str, bounds: tuple[float, float] | None = None) -> Mean:
-    """The mean of ``column`` per group: bounded with ``bounds`` (output column ``bmean_<col>``),
+    """The mean of ``column`` per group: bounded with ``bounds`` (output column ``mean_<col>``),
     FriendlyCore without (``mean_<col>``)."""
     return Mean(column, bounds)
 
@@ -350,7 +350,7 @@ class AggregateRelease:
         The guarantee of the whole release (what a ledger is charged); δ = 0 when no step needs δ.
     split : dict
         {step: (ε, δ)} as floats (exact values: :attr:`split_exact`): the selection, one step per
-        metric, and one step ``"sum_<col>+bmean_<col>"`` for a shared sum and mean (module
+        metric, and one step ``"sum_<col>+mean_<col>"`` for a shared sum and mean (module
         docstring); the values add up to (:attr:`epsilon`, :attr:`delta`).
     privacy_loss : PrivacyLoss
     secure : bool
@@ -692,7 +692,7 @@ def aggregate(
 
 
 def _joined(s: Sum, m: Mean) -> str:
-    """The name of the step a shared sum and mean are released by: ``sum_<col>+bmean_<col>``."""
+    """The name of the step a shared sum and mean are released by: ``sum_<col>+mean_<col>``."""
     return f"{s.name}+{m.name}"
 
 
@@ -726,7 +726,7 @@ def _shared_pairs(mets: tuple[_Metric, ...], shares: dict[str, tuple[Fraction, F
 
 def _merge_split(shares: dict[str, tuple[Fraction, Fraction]], shared: dict[str, tuple[Sum, Mean]]
                  ) -> dict[str, tuple[Fraction, Fraction]]:
-    """The steps as released: each shared pair's two shares become one step ``sum_<col>+bmean_<col>``
+    """The steps as released: each shared pair's two shares become one step ``sum_<col>+mean_<col>``
     (at the first one's place) with ε = their sum (pure ε: δ = 0); the others as they are."""
     out: dict[str, tuple[Fraction, Fraction]] = {}
     for name, (e, d) in shares.items():
