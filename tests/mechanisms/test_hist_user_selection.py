@@ -83,6 +83,11 @@ def test_optimal_l0_gt1_keeps_by_distinct_units_at_per_key_budget():
     assert Fraction(entry["selection_epsilon_per_key"]) == e_sel
     assert Fraction(entry["selection_delta_per_key"]) == d_sel
     assert r.privacy_loss.epsilon <= eps and float(r.privacy_loss.delta) == pytest.approx(delta)
+    from privagg.cli._render import release_payload
+
+    j = release_payload(r, beta=0.05)
+    assert j["noise"] == "discrete_laplace" and j["scale"] == float(Fraction(2 * l0 * linf) / Fraction(9, 10))
+    assert j["error_bound"] is None and j["sigma2"] is None  # no threshold bounds the suppressed keys
     noisy = np.asarray(r.counts) - n * linf  # the kept keys' counts: bounded count 72 + DL(2ℓ0ℓ∞/ε_c)
     assert abs(float(np.median(noisy))) <= 3
 
@@ -247,6 +252,12 @@ def test_gaussian_release_fields_and_ledger_are_truthful():
     assert math.isfinite(r.error_bound(0.05)) and math.isfinite(r.count_error_bound(0.05))
     assert p.release_probability == pytest.approx(float(_dg_sf(p.sigma2, 113)), rel=1e-6)
     assert p.appearance_probability <= p.threshold_delta * (1 + 1e-9)
+    from privagg.cli._render import release_payload  # the JSON of a release (CLI and API)
+
+    j = release_payload(r, beta=0.05)
+    assert (j["noise"], j["threshold"], j["sigma2"], j["rho"]) == ("discrete_gaussian", 114, float(p.sigma2),
+                                                                   float(p.rho))
+    assert j["epsilon"] == 1.0 and j["delta"] == 1e-6 and j["max_keys_per_unit"] == 16
 
 
 def test_gaussian_api_errors_and_defaults():

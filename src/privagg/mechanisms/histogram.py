@@ -479,6 +479,14 @@ class StableHistogramParams:
         Scale t_n = 1/ε_n of the noise on the total (add/remove), None under replace-one.
     total_epsilon_share : float or None
         The share ε_n/ε (add/remove; default 0.1), None under replace-one.
+    noise : {"laplace", "gaussian"}
+        The counts' noise (``"gaussian"``: user level, docs/proofs/histograms.md §11; then
+        :attr:`scale` is only an upper bound on σ, for display).
+    sigma2, rho : Fraction or None
+        ``noise="gaussian"``: σ² of the discrete Gaussian and the zCDP ρ = ℓ0ℓ∞²/(2σ²) it gives.
+    threshold_delta : float or None
+        ``noise="gaussian"``: δ_T, the part of δ the threshold pays (the rest, ``gaussian_delta``,
+        is the conversion's δ/2); None otherwise.
     """
 
     epsilon: float
@@ -826,7 +834,8 @@ class HistogramRelease:
         The guarantee (δ = 0.0 for the Laplace histogram).
     neighbors : {"replace", "add_remove"}
     scale : float
-        Noise scale t in counts (discrete Laplace, P[Z = k] ∝ e^{−|k|/t}).
+        Noise scale t in counts (discrete Laplace, P[Z = k] ∝ e^{−|k|/t}); with
+        ``noise="gaussian"`` an upper bound on σ (the law is ``params.law``).
     threshold : int or None
         T of the stable histogram (a key is kept iff noisy count ≥ T), None for laplace.
     n : int or None
@@ -1523,6 +1532,8 @@ def stable_histogram(
     -------
     (ε, δ)-DP for the chosen neighbour relation, with δ ≥ P[Z ≥ T − 1]: a neighbour changes
     counts by 1 (pure ε part), and at most one key's presence matters at a time (the δ part).
+    (User level: §7; ``selection="optimal"``: §8; ``noise="gaussian"``: §11 of
+    docs/proofs/histograms.md.)
     Under add/remove the noisy total (sensitivity 1) is ε_n-DP and the counts (ε_c, δ)-DP;
     together (ε_n + ε_c, δ) with ε_n + ε_c ≤ ε. Public: ε, δ, the rule, the share, the
     neighbour relation, n under replace-one. The set of possible keys is not needed.
