@@ -6,7 +6,8 @@
     each in a subprocess whose peak RSS is measured. Targets: ratio ≤ 2, peak ≤ 2 GB.
 (b) Utility at equal (ε, δ), ℓ0, ℓ∞ on the same data (a ratings-like table, and one where units
     have few keys so that the bounding bias is small; ℓ0=ℓ∞=1, ℓ0=3, ℓ∞=2 and ℓ0=16, ℓ∞=1; privagg's
-    threshold, selection="optimal" and noise="gaussian" options, plus ℓ0="auto"): keys released and median relative error of the released counts, medians over
+    threshold, selection="optimal" and noise="gaussian" options, plus ℓ0="auto"): keys released
+    and median relative error of the released counts, medians over
     ``--reps`` repetitions; the error both against the true counts Σ_units min(rows, ℓ∞) (bias +
     noise) and against each method's own bounded counts (the noise error; for PipelineDP, whose
     bounded counts are not exposed, against their expectation). privagg against PipelineDP

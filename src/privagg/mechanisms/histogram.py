@@ -556,7 +556,8 @@ class StableHistogramParams:
                   l0: int, linf: int) -> StableHistogramParams:
         """noise="gaussian" (docs/proofs/histograms.md §11): discrete Gaussian counts, ℓ2 sensitivity
         √ℓ0·ℓ∞, ρ-zCDP converted to (ε_g, δ_g) with ε_g ≤ ε_c and δ_g = δ/2 (its shortest decimal);
-        δ_T = the largest float ≤ δ − δ_g for the threshold: 1 − (1 − P[Z ≥ T − ℓ∞])^{ℓ0} ≤ δ_T."""
+        δ_T = the largest float ≤ δ − δ_g for the threshold:
+        1 − (1 − P[Z ≥ T − ℓ∞])^{ℓ0} ≤ δ_T."""
         sigma2, rho, eps_g, dlt_g = _gaussian_calibration(eps_c, dlt / 2, "add_remove", l0, linf, where)
         rest = _charged_delta(dlt) - dlt_g
         dlt_t = float(rest)
