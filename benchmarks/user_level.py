@@ -5,8 +5,9 @@
     ``SELECT key, COUNT(DISTINCT unit) FROM t GROUP BY key`` on the same file, side by side,
     each in a subprocess whose peak RSS is measured. Targets: ratio ≤ 2, peak ≤ 2 GB.
 (b) Utility at equal (ε, δ), ℓ0, ℓ∞ on the same data (a ratings-like table, and one where units
-    have few keys so that the bounding bias is small; ℓ0=ℓ∞=1 and ℓ0=3, ℓ∞=2; plus privagg's
-    ℓ0="auto"): keys released and median relative error of the released counts, medians over
+    have few keys so that the bounding bias is small; ℓ0=ℓ∞=1, ℓ0=3, ℓ∞=2 and ℓ0=16, ℓ∞=1; privagg's
+    threshold, selection="optimal" and noise="gaussian" options, plus ℓ0="auto"): keys released
+    and median relative error of the released counts, medians over
     ``--reps`` repetitions; the error both against the true counts Σ_units min(rows, ℓ∞) (bias +
     noise) and against each method's own bounded counts (the noise error; for PipelineDP, whose
     bounded counts are not exposed, against their expectation). privagg against PipelineDP
@@ -16,7 +17,8 @@
     PipelineDP's public partitions. Results: docs/utility/user_level.md.
 
 Run: ``python benchmarks/user_level.py [--rows 10000000] [--utility-rows 200000] [--reps 10]
-[--section speed|utility|all]``.
+[--section speed|utility|all] [--tables all|ratings|few] [--configs 1,1 3,2 16,1] [--skip-public-domain]
+[--skip-opendp]``.
 """
 
 from __future__ import annotations
@@ -173,9 +175,15 @@ def _privagg_rows(units, keys, eps, delta, l0, linf, seed) -> list[tuple[str, np
     common = {"units": units, "epsilon": eps, "delta": delta, "max_rows_per_key": linf, "rng": seed}
     r = privagg.stable_histogram(keys, max_keys_per_unit=l0, **common)
     out.append(("privagg stable (Laplace threshold)", r.keys, r.counts, bounded(l0)))
-    if l0 == 1:
-        r = privagg.stable_histogram(keys, max_keys_per_unit=1, selection="optimal", **common)
-        out.append(("privagg optimal selection + counts", r.keys, r.counts, bounded(1)))
+    r = privagg.stable_histogram(keys, max_keys_per_unit=l0, selection="optimal", **common)
+    out.append(("privagg optimal selection + counts", r.keys, r.counts, bounded(l0)))
+    r = privagg.stable_histogram(keys, max_keys_per_unit=l0, noise="gaussian", **common)
+    out.append(("privagg stable, noise=gaussian", r.keys, r.counts, bounded(l0)))
+    # the peers release no total: the same two options with 1 % (not 10 %) of ε on privagg's noisy total
+    for name, kw in (("privagg optimal, total share 0.01", {"selection": "optimal"}),
+                     ("privagg gaussian, total share 0.01", {"noise": "gaussian"})):
+        r = privagg.stable_histogram(keys, max_keys_per_unit=l0, total_epsilon_share=0.01, **kw, **common)
+        out.append((name, r.keys, r.counts, bounded(l0)))
     r = privagg.stable_histogram(keys, max_keys_per_unit="auto", **common)
     out.append(("privagg stable, ℓ0=auto", r.keys, r.counts, None, r.auto_l0.max_keys_per_unit))
     return out
@@ -370,6 +378,9 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=10, help="utility repetitions (seeds SEED, SEED+1, ...)")
     ap.add_argument("--section", choices=("speed", "utility", "all"), default="all")
     ap.add_argument("--skip-opendp", action="store_true")
+    ap.add_argument("--tables", choices=("all", "ratings", "few"), default="all", help="utility: which data sets")
+    ap.add_argument("--configs", nargs="*", default=["1,1", "3,2", "16,1"], help="utility: (ℓ0,ℓ∞) pairs")
+    ap.add_argument("--skip-public-domain", action="store_true")
     ap.add_argument("--opendp-python", help=f"python of a venv with opendp 0.16 + polars 1.36.1 "
                                             f"(default {OPENDP_VENV}/bin/python)")
     args = ap.parse_args()
@@ -388,11 +399,14 @@ def main() -> None:
             print(f"\nutility seeds {seeds[0]}..{seeds[-1]}. {PEER_EPS_NOTE}")
             tables = (("ratings-like table (heavy-tailed keys per unit)", make_table(args.utility_rows, SEED + 1)),
                       ("few keys per unit (1 + Poisson(0.5) rows)", make_few_table(args.utility_rows, SEED + 2)))
-            for label, (units, keys) in tables:
-                for l0, linf in ((1, 1), (3, 2)):
+            configs = [tuple(int(x) for x in c.split(",")) for c in args.configs]
+            for i, (label, (units, keys)) in enumerate(tables):
+                if args.tables != "all" and i != ("ratings", "few").index(args.tables):
+                    continue
+                for l0, linf in configs:  # (16, 1): where Gaussian thresholding should win
                     utility(units, keys, label, 1.0, 1e-6, l0, linf, seeds, py, Path(folder))
             units, keys = tables[0][1]
-            for l0, linf in ((3, 2), (16, 1)):  # the Gaussian option pays off for large ℓ0
+            for l0, linf in () if args.skip_public_domain else ((3, 2), (16, 1)):  # Gaussian pays off for large ℓ0
                 public_domain(units, keys, 1.0, 1e-6, l0, linf, seeds)
             print(f"  ({time.perf_counter() - t0:.0f} s)")
 

@@ -81,8 +81,9 @@ def test_optimal_selection_api_errors():
     k, u = np.arange(100) % 7, np.arange(100)
     with pytest.raises(ParameterError, match="selection"):
         privagg.stable_histogram(k, epsilon=1.0, delta=1e-6, selection="optimal")
-    with pytest.raises(ParameterError, match="selection"):
-        privagg.stable_histogram(k, units=u, max_keys_per_unit=2, epsilon=1.0, delta=1e-6, selection="optimal")
+    r = privagg.stable_histogram(k, units=u, max_keys_per_unit=2, epsilon=1.0, delta=1e-6, selection="optimal",
+                                 rng=0)  # ℓ0 > 1: per-key (ε_c/(2ℓ0), δ/ℓ0), test_hist_user_selection.py
+    assert r.selection == "optimal"
     with pytest.raises(ParameterError, match="selection"):
         privagg.stable_histogram(k, units=u, epsilon=1.0, delta=1e-6, selection="best")
     r = privagg.stable_histogram(np.zeros(5000, dtype=int), units=np.arange(5000), epsilon=1.0, delta=1e-6,

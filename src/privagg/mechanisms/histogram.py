@@ -479,6 +479,14 @@ class StableHistogramParams:
         Scale t_n = 1/ε_n of the noise on the total (add/remove), None under replace-one.
     total_epsilon_share : float or None
         The share ε_n/ε (add/remove; default 0.1), None under replace-one.
+    noise : {"laplace", "gaussian"}
+        The counts' noise (``"gaussian"``: user level, docs/proofs/histograms.md §11; then
+        :attr:`scale` is only an upper bound on σ, for display).
+    sigma2, rho : Fraction or None
+        ``noise="gaussian"``: σ² of the discrete Gaussian and the zCDP ρ = ℓ0ℓ∞²/(2σ²) it gives.
+    threshold_delta : float or None
+        ``noise="gaussian"``: δ_T, the part of δ the threshold pays (the rest, ``gaussian_delta``,
+        is the conversion's δ/2); None otherwise.
     """
 
     epsilon: float
@@ -491,6 +499,12 @@ class StableHistogramParams:
     total_epsilon_share: float | None = None
     max_keys_per_unit: int | None = None
     max_rows_per_key: int | None = None
+    noise: str = "laplace"
+    sigma2: Fraction | None = None
+    rho: Fraction | None = None
+    gaussian_epsilon: Fraction | None = field(default=None, repr=False)
+    gaussian_delta: Fraction | None = field(default=None, repr=False)
+    threshold_delta: float | None = None
 
     def __post_init__(self) -> None:
         if (self.total_scale is None) != (self.neighbors == "replace"):
@@ -507,11 +521,18 @@ class StableHistogramParams:
         total_epsilon_share: Any = None,
         where: str = "stable_histogram",
         bounds: tuple[int, int] | None = None,
+        noise: str = "laplace",
     ) -> StableHistogramParams:
         eps = check_epsilon(where, epsilon)
         dlt = check_delta(where, delta)
         check_choice(where, "neighbors", neighbors, NEIGHBORS)
         check_choice(where, "threshold", threshold, THRESHOLDS)
+        check_choice(where, "noise", noise, NOISES)
+        if noise == "gaussian":
+            if bounds is None:
+                raise fail(where, "noise", "'laplace' without units (the Gaussian option is user level)", noise)
+            if threshold != "tight":
+                raise fail(where, "threshold", "'tight' with noise='gaussian'", threshold)
         if bounds is not None and neighbors != "add_remove":
             rule = "'add_remove' with units (one privacy unit added or removed; replace-one-unit is not supported)"
             raise fail(where, "neighbors", rule, neighbors)
@@ -521,6 +542,8 @@ class StableHistogramParams:
         else:
             scale, total_scale = _split_scales(epsilon, share, where)
         l0, linf = bounds if bounds is not None else (1, 1)
+        if noise == "gaussian":  # §11: ε_c and δ/2 for the Gaussian counts, δ/2 for the threshold
+            return cls._gaussian(eps, dlt, where, 1 / scale, total_scale * (l0 * linf), float(share), l0, linf)
         if bounds is not None:  # user level: a unit moves the counts by ℓ0ℓ∞ in ℓ1 (§7.2)
             scale, total_scale = scale * (l0 * linf), total_scale * (l0 * linf)
         rule = _tight_threshold if threshold == "tight" else _seed_threshold
@@ -528,14 +551,34 @@ class StableHistogramParams:
         return cls(eps, dlt, neighbors, threshold, scale, t, total_scale, None if share is None else float(share),
                    None if bounds is None else l0, None if bounds is None else linf)
 
+    @classmethod
+    def _gaussian(cls, eps: float, dlt: float, where: str, eps_c: Fraction, total_scale: Fraction, share: float,
+                  l0: int, linf: int) -> StableHistogramParams:
+        """noise="gaussian" (docs/proofs/histograms.md §11): discrete Gaussian counts, ℓ2 sensitivity
+        √ℓ0·ℓ∞, ρ-zCDP converted to (ε_g, δ_g) with ε_g ≤ ε_c and δ_g = δ/2 (its shortest decimal);
+        δ_T = the largest float ≤ δ − δ_g for the threshold:
+        1 − (1 − P[Z ≥ T − ℓ∞])^{ℓ0} ≤ δ_T."""
+        sigma2, rho, eps_g, dlt_g = _gaussian_calibration(eps_c, dlt / 2, "add_remove", l0, linf, where)
+        rest = _charged_delta(dlt) - dlt_g
+        dlt_t = float(rest)
+        if Fraction(dlt_t) > rest:
+            dlt_t = math.nextafter(dlt_t, 0.0)
+        law = DiscreteGaussian(sigma2)
+        t = max(1, linf + law.upper_quantile(per_key_delta(dlt_t, l0)))
+        sigma = to_fraction(Fraction(math.sqrt(sigma2)) * (1 + Fraction(1, 1 << 40)), where=where,
+                            name="epsilon", direction="up")
+        return cls(eps, dlt, "add_remove", "tight", sigma, t, total_scale, share, l0, linf, "gaussian", sigma2, rho,
+                   eps_g, dlt_g, dlt_t)
+
     @property
     def _l1(self) -> int:
         return (self.max_keys_per_unit or 1) * (self.max_rows_per_key or 1)
 
     @property
-    def law(self) -> DiscreteLaplace:
-        """The counts' noise law: discrete Laplace of scale :attr:`scale`."""
-        return DiscreteLaplace(self.scale)
+    def law(self) -> NoiseLaw:
+        """The counts' noise law: discrete Laplace of scale :attr:`scale`, or DiscreteGaussian(σ²)
+        with ``noise="gaussian"`` (then :attr:`scale` is only an upper bound on σ, for display)."""
+        return DiscreteLaplace(self.scale) if self.sigma2 is None else DiscreteGaussian(self.sigma2)
 
     @property
     def appearance_probability(self) -> float:
@@ -548,11 +591,14 @@ class StableHistogramParams:
     def release_probability(self) -> float:
         """P[Z ≥ T − ℓ∞]: the probability that a new key of count ℓ∞ (1 at record level) is
         released (rounded up)."""
-        return DiscreteLaplace(self.scale).sf(self.threshold - (self.max_rows_per_key or 1))
+        return self.law.sf(self.threshold - (self.max_rows_per_key or 1))
 
     @property
     def counts_epsilon(self) -> Fraction:
-        """ε_c = sensitivity / scale: what the counts and the threshold cost (exact)."""
+        """ε_c = sensitivity / scale: what the counts and the threshold cost (exact); with
+        ``noise="gaussian"`` the certified conversion of ρ at δ/2."""
+        if self.gaussian_epsilon is not None:
+            return self.gaussian_epsilon
         return Fraction(_SENSITIVITY[self.neighbors] * self._l1) / self.scale
 
     @property
@@ -603,6 +649,9 @@ class StableHistogramParams:
             out["total_scale"] = str(self.total_scale)
         if self.max_keys_per_unit is not None:
             out.update(max_keys_per_unit=self.max_keys_per_unit, max_rows_per_key=self.max_rows_per_key)
+        if self.sigma2 is not None:
+            out.update(noise="gaussian", sigma2=str(self.sigma2), rho=str(self.rho),
+                       gaussian_delta=float(self.gaussian_delta), threshold_delta=self.threshold_delta)
         return out
 
 
@@ -786,7 +835,8 @@ class HistogramRelease:
         The guarantee (δ = 0.0 for the Laplace histogram).
     neighbors : {"replace", "add_remove"}
     scale : float
-        Noise scale t in counts (discrete Laplace, P[Z = k] ∝ e^{−|k|/t}).
+        Noise scale t in counts (discrete Laplace, P[Z = k] ∝ e^{−|k|/t}); with
+        ``noise="gaussian"`` an upper bound on σ (the law is ``params.law``).
     threshold : int or None
         T of the stable histogram (a key is kept iff noisy count ≥ T), None for laplace.
     n : int or None
@@ -1407,6 +1457,7 @@ def stable_histogram(
     max_rows_per_key: int = 1,
     column: str | None = None,
     selection: str = "threshold",
+    noise: str = "laplace",
 ) -> HistogramRelease:
     """Stability-based histogram: noisy counts of the present keys, kept iff noisy count ≥ T.
 
@@ -1449,12 +1500,20 @@ def stable_histogram(
         :func:`laplace_histogram`; the histogram gets (0.9ε, δ); §9), not with ``selection="optimal"``.
     selection : {"threshold", "optimal"}
         ``"threshold"`` (default): the noisy counts are thresholded at T. ``"optimal"`` (with
-        ``units`` and ℓ0 = 1 only): the keys are chosen by the optimal partition selection of
-        Desfontaines et al. (:mod:`privagg.mechanisms.partition_selection`) on their numbers of
-        distinct units at (ε_c/2, δ), and the kept keys' bounded counts get discrete Laplace
-        noise of scale 2ℓ∞/ε_c (the other ε_c/2); ε_n and the charge are as above
+        ``units`` only): each key is kept, independently, by the optimal partition selection of
+        Desfontaines et al. (:mod:`privagg.mechanisms.partition_selection`) on its number of
+        distinct units after bounding, at (ε_c/(2ℓ0), δ/ℓ0) per key (a unit changes at most ℓ0
+        of these numbers, each by 1), and the kept keys' bounded counts get discrete Laplace
+        noise of scale 2ℓ0ℓ∞/ε_c (the other ε_c/2); ε_n and the charge are as above
         (docs/proofs/histograms.md §8). ``threshold`` is then 0 (no threshold). Not with a
         Spark DataFrame (an error there).
+    noise : {"laplace", "gaussian"}
+        ``"laplace"`` (default). ``"gaussian"`` (with ``units``, ``threshold="tight"`` and
+        ``selection="threshold"``): Gaussian thresholding — exact discrete Gaussian noise on
+        the bounded counts, ℓ2 sensitivity √ℓ0·ℓ∞, its zCDP converted to (ε_g, δ/2) with ε_g ≤ ε_c,
+        and T the smallest integer with 1 − (1 − P[Z ≥ T − ℓ∞])^{ℓ0} ≤ δ/2 (the other half of δ);
+        the noisy total stays discrete Laplace (docs/proofs/histograms.md §11). Pays off for
+        large ℓ0 (noise grows as √ℓ0 instead of ℓ0). ``scale`` is then an upper bound on σ.
 
     Returns
     -------
@@ -1474,6 +1533,8 @@ def stable_histogram(
     -------
     (ε, δ)-DP for the chosen neighbour relation, with δ ≥ P[Z ≥ T − 1]: a neighbour changes
     counts by 1 (pure ε part), and at most one key's presence matters at a time (the δ part).
+    (User level: §7; ``selection="optimal"``: §8; ``noise="gaussian"``: §11 of
+    docs/proofs/histograms.md.)
     Under add/remove the noisy total (sensitivity 1) is ε_n-DP and the counts (ε_c, δ)-DP;
     together (ε_n + ε_c, δ) with ε_n + ε_c ≤ ε. Public: ε, δ, the rule, the share, the
     neighbour relation, n under replace-one. The set of possible keys is not needed.
@@ -1496,6 +1557,9 @@ def stable_histogram(
         check_choice(where, "selection", selection, ("threshold", "optimal"))
         if selection != "threshold":  # not implemented in the cluster (it is not silently ignored)
             raise fail(where, "selection", "'threshold' with a Spark DataFrame", selection)
+        check_choice(where, "noise", noise, NOISES)
+        if noise != "laplace":
+            raise fail(where, "noise", "'laplace' with a Spark DataFrame", noise)
         neighbors = _resolve_neighbors(where, neighbors, units is not None)
         return spark.stable_histogram(data, column=column, epsilon=epsilon, delta=delta, neighbors=neighbors,
                                       threshold=threshold, total_epsilon_share=total_epsilon_share, rng=rng,
@@ -1504,6 +1568,7 @@ def stable_histogram(
     check_epsilon(where, epsilon)
     if _is_auto(max_keys_per_unit) and units is not None:
         check_choice(where, "selection", selection, ("threshold",))
+        check_choice(where, "noise", noise, ("laplace",))
         from ..engines.numpy_engine import NumpyEngine
 
         gen, _ = resolve_rng(rng, where)
@@ -1513,10 +1578,14 @@ def stable_histogram(
                                total_epsilon_share=total_epsilon_share)
     bounds = _check_bounds(where, units, max_keys_per_unit, max_rows_per_key)
     neighbors = _resolve_neighbors(where, neighbors, bounds is not None)
-    params = StableHistogramParams.build(
-        epsilon, delta, neighbors, threshold, total_epsilon_share=total_epsilon_share, where=where, bounds=bounds
-    )
     check_choice(where, "selection", selection, ("threshold", "optimal"))
+    check_choice(where, "noise", noise, NOISES)
+    if selection == "optimal" and noise != "laplace":
+        raise fail(where, "noise", "'laplace' with selection='optimal'", noise)
+    params = StableHistogramParams.build(
+        epsilon, delta, neighbors, threshold, total_epsilon_share=total_epsilon_share, where=where, bounds=bounds,
+        noise=noise,
+    )
     if selection == "optimal":
         return _optimal_release(where, data, units, bounds, params, resolve_rng(rng, where)[0], ledger)
     if bounds is None:
@@ -1528,25 +1597,30 @@ def stable_histogram(
 
 def _optimal_release(where: str, data: Any, units: Any, bounds: tuple[int, int] | None,
                      params: StableHistogramParams, gen: Any, ledger: Any) -> HistogramRelease:
-    """selection="optimal": keys by the optimal partition selection on distinct-unit counts at
-    (ε_c/2, δ), counts with DL(2ℓ∞/ε_c) noise, the noisy total as in the threshold release."""
+    """selection="optimal": each key kept by the optimal partition selection on its distinct-unit
+    count at (ε_c/(2ℓ0), δ/ℓ0), counts with DL(2ℓ0ℓ∞/ε_c) noise, the noisy total as in the
+    threshold release (docs/proofs/histograms.md §8)."""
     from ..engines.base import Bounding, draw_secret
     from ..engines.numpy_engine import NumpyEngine
-    from .partition_selection import select
+    from .partition_selection import keep_numerators, select
 
-    if bounds is None or bounds[0] != 1:
-        raise fail(where, "selection", "'optimal' only with units and max_keys_per_unit=1", "optimal")
-    eps_sel = params.counts_epsilon / 2
-    from .partition_selection import keep_numerators
-
-    keep_numerators(eps_sel, Fraction(params.delta), where=where)  # validates ε_sel before the charge
+    if bounds is None:
+        raise fail(where, "selection", "'optimal' only with units (user level)", "optimal")
+    l0, linf = bounds
+    eps_sel, delta_sel = params.counts_epsilon / (2 * l0), Fraction(params.delta) / l0
+    keep_numerators(eps_sel, delta_sel, where=where)  # validates ε_sel before the charge
     engine = NumpyEngine(data, units, where=where)
     secret = draw_secret(gen)
-    bc = engine.bounded_counts(Bounding(1, bounds[1], secret)).key_counts
-    # the same secret keeps the same key per unit: ℓ∞ = 1 counts are its distinct units
-    uc = bc if bounds[1] == 1 else engine.bounded_counts(Bounding(1, 1, secret)).key_counts
-    _charge(ledger, params, where)
-    keep = select(uc.counts, eps_sel, Fraction(params.delta), gen)
+    bc = engine.bounded_counts(Bounding(l0, linf, secret)).key_counts
+    # the same secret keeps the same ℓ0 keys per unit (the kept set does not depend on ℓ∞): the
+    # ℓ∞ = 1 counts are the distinct units of each key among the kept pairs, aligned with bc
+    uc = bc if linf == 1 else engine.bounded_counts(Bounding(l0, 1, secret)).key_counts
+    if ledger is not None:  # the parameters actually used (no threshold)
+        ledger.charge(params.privacy_loss, mechanism=where, parameters={
+            **params.public_parameters(), "threshold": None, "selection": "optimal",
+            "selection_epsilon_per_key": str(eps_sel), "selection_delta_per_key": str(delta_sel),
+            "counts_scale": str(2 * params.scale)})
+    keep = select(uc.counts, eps_sel, delta_sel, gen)
     count_scale = 2 * params.scale
     noisy = np.asarray(bc.counts, dtype=np.int64) + discrete_laplace(count_scale, size=len(bc.counts), rng=gen)
     keys, kept = _kept_keys(bc.keys, keep), noisy[keep]
@@ -1574,6 +1648,7 @@ def stable_histogram_from_counts(
     max_keys_per_unit: int | None = None,
     max_rows_per_key: int | None = None,
     unit: str | None = None,
+    noise: str = "laplace",
 ) -> HistogramRelease:
     """:func:`stable_histogram` on counts made by an engine (same parameters, same guarantee).
 
@@ -1587,7 +1662,8 @@ def stable_histogram_from_counts(
         bounds = _check_bounds(where, True, max_keys_per_unit, max_rows_per_key)
     neighbors = _resolve_neighbors(where, neighbors, bounds is not None)
     params = StableHistogramParams.build(
-        epsilon, delta, neighbors, threshold, total_epsilon_share=total_epsilon_share, where=where, bounds=bounds
+        epsilon, delta, neighbors, threshold, total_epsilon_share=total_epsilon_share, where=where, bounds=bounds,
+        noise=noise,
     )
     return _stable_release(key_counts, params, rng, ledger, unit or "units")
 
@@ -1623,7 +1699,10 @@ def stable_noise_threshold(
     leaves the law of the release unchanged.
     """
     counts = np.asarray(counts, dtype=np.int64)
-    noisy = counts + discrete_laplace(params.scale, size=counts.shape[0], rng=rng)
+    if params.sigma2 is not None:  # noise="gaussian" (§11)
+        noisy = counts + discrete_gaussian(params.sigma2, size=counts.shape[0], rng=rng)
+    else:
+        noisy = counts + discrete_laplace(params.scale, size=counts.shape[0], rng=rng)
     keep = (noisy >= params.threshold) & (counts > 0)  # ≥, as proven (docs/proofs/histograms.md)
     return noisy, keep
 
