@@ -83,6 +83,8 @@ from ..friendlycore.conversion import end_to_end_budget, friendly_budget
 from ..friendlycore.filter import alpha_fraction, core_mask
 from ..friendlycore.predicates import ball
 from ..engines.base import PointSource
+from . import mean_small
+from .mean_small import COORD_K, coordinate_mean
 
 __all__ = ["CALIBRATIONS", "MeanPlan", "MeanRelease", "estimate_schedule", "mean_plan", "mean_privacy_loss",
            "private_mean", "rho_for"]
@@ -391,10 +393,11 @@ def mean_privacy_loss(epsilon: Any, delta: Any, *, calibration: str = "gaussian"
     """The guarantee of :func:`private_mean`: the largest (ε, δ) of its plans (the plan is
     chosen from the released ``n̂``; adaptive composition bounds each branch by its plan)."""
     plans = [mean_plan(epsilon, delta, calibration=calibration, alpha=alpha,
-                       select_radius=select_radius, small=small, scale=scale, where=where)
+                       select_radius=select_radius, small=small, scale=scale, where=where).privacy_loss
              for small in (False, True) for scale in (False, True)]
-    return PrivacyLoss.approx(max(p.privacy_loss.epsilon for p in plans),
-                              max(p.privacy_loss.delta for p in plans))
+    if select_radius and mean_small.COORD_SAMPLE > 0:  # the coordinate plan (§11): pure ε, exactly ε
+        plans.append(PrivacyLoss.approx(_frac(epsilon), 0))
+    return PrivacyLoss.approx(max(p.epsilon for p in plans), max(p.delta for p in plans))
 
 
 @functools.lru_cache(maxsize=64)
@@ -512,6 +515,12 @@ class MeanRelease:
         if not self.ok or self.noise is None or self.mean is None or self.center is None:
             return None
         kind, param, step, count_scale, rnd_per_row, rnd_fixed = self.noise
+        if kind == "laplace-coordinate":  # per coordinate, in the data's units (§11)
+            t = np.array([_noise_quantile("laplace", p, 0.9 * beta) for p in param]) * step
+            k_c = _dlap_two_sided(count_scale, 0.1 * beta)
+            half = noise_half_width(self.mean, self.center, np.array([_grid_up(self.clip_radius * v) for v in self.scales.tolist()]),
+                                    float(self.n_hat), t, k_c, rnd_per_row, rnd_fixed)
+            return _finite(self.mean - half), _finite(self.mean + half)
         sc = 1.0 if self.scales is None else self.scales  # powers of two: exact
         mean, center = self.mean / sc, self.center / sc  # the standardized release
         t = _noise_quantile(kind, param, 0.9 * beta) * step  # |Z_j| <= t w.p. >= 1 − 0.9β
@@ -783,6 +792,14 @@ def _private_mean(source: PointSource, epsilon: Any, delta: Any, radius: Any, al
     n_hat = n + int(discrete_laplace(1 / plan.eps_count, rng=gen))
     if n_hat < 1:
         return bottom(r, f"about 0 numeric rows (noisy count n̂ = {n_hat} < 1)")
+    coord = r is None and isinstance(source, ArrayPoints)
+    if coord and n_hat * _frac(epsilon) < mean_small.COORD_SAMPLE * d:
+        # the small-sample coordinate plan (public: n̂, ε, d; docs/proofs/mean.md §11)
+        out = coordinate_mean(source.x, n_hat, _frac(epsilon), gen)
+        noise = out["noise"][:3] + (float(1 / plan.eps_count),) + out["noise"][4:]
+        return MeanRelease(True, out["mean"], eps_out, delta_out, COORD_K, secure, loss, calibration,
+                           COORD_K, out["center"], None, n_hat, out["outside"], out["outside_sd"],
+                           "coordinate", noise, out["spread"])
     small = n_hat * _frac(epsilon) < SMALL_SAMPLE  # public: functions of the released n̂
     scale = r is None and d >= 2 and n_hat * _frac(epsilon) * SHARE_SCALE / d >= SCALE_MIN
     if small or scale:
