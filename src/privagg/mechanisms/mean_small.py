@@ -1,28 +1,28 @@
 """The small-sample coordinate-wise plan of :func:`privagg.private_mean` (issue 11, items 1, 2, 4).
 
 Chosen from the released count (public, like every plan switch of ``private_mean``): when
-``radius=None``, the rows are in memory and ``n̂·ε/d <`` :data:`COORD_SAMPLE`. Proof:
-docs/proofs/mean.md §11. After the count ``n̂`` (ε_n = ε/40), a noisy count of the rows outside
-the clipping box takes ε/40 and the rest, ``ε_j = (ε − ε/20)/d`` per coordinate (basic
-composition, pure ε, δ unused), is spent per coordinate ``j`` on
+``radius=None``, the rows are in memory, ``d <=`` :data:`COORD_DMAX` and ``n̂·ε/d <``
+:data:`COORD_SAMPLE` (⊥ below ``n̂ < COORD_MIN·d/ε``). Proof: docs/proofs/mean.md §11. After the
+count ``n̂`` (ε_n = ε/40), ε/40 goes to a noisy count of the rows outside the clipping box and
+``ε_j = (ε − ε/20)/d`` to each coordinate ``j`` (shares :data:`COORD_SHARES`), spent on
 
-1. a coarse center ``c0_j``: report-noisy-max of the rank utility ``u(c) = −|#{x < c} − #{x > c}|``
-   (sensitivity 1) over the public grid :func:`center_grid` (0 and ``±2^{k/4}``: every float64
-   magnitude), with the public base measure :func:`log_prior` (heavy-tailed over octaves, centred
-   at magnitude 1) added as offsets;
-2. a spread ``s0_j``: the same over the positive grid for ``|x_j − c0_j|`` (prior centred at the
-   octave of ``|c0_j|``);
-3. a refined center ``c_j``: the same over ``c0_j + s0_j·i/16``, ``i = −32 … 32`` (uniform prior;
-   the data median is within about ``s0_j`` of ``c0_j``: median ``|x − c0| >= |median − c0|``);
-4. a spread ``s_j`` around ``c_j`` (prior centred at the octave of ``s0_j``);
-5. the sum of ``x_ij − c_j`` clipped to ``[−R_j, R_j]``, ``R_j = K·s_j`` on the radius grid,
-   released with discrete Laplace noise on its grid (``_noisy_clipped_release`` with d = 1); the
-   mean is ``c_j + sum_j/n̂``.
+1. a spread ``s_j`` (location-free): report-noisy-max of ``−|C_k − ⌊q(n̂ − 1)⌋|`` over
+   ``2^{k/4}`` (every float magnitude), ``C_k`` the number of consecutive pairs of the keyed row
+   order with ``|x_a − x_b| <= 2^{k/4}`` (sensitivity 2, mean.md §2b), prior :func:`log_prior`;
+2. an octave cell: report-noisy-max of :func:`cell_utility` (sensitivity 1) over the partition
+   :func:`octave_cells` (cells at least about twice ``s_j`` wide), prior centred at ``s_j``'s octave;
+3. ``L_j`` = :func:`levels_needed` refinement levels (a public function of the released cell and
+   spread): each splits the cell into :data:`COORD_BRANCH` subcells (plus one on each side) and
+   picks one by the cell utility; the center is the last cell's midpoint. If some
+   ``L_j > COORD_LEVELS`` (data far from the origin relative to their spread, 1e12 ± 1), nothing
+   more is spent here and the FriendlyCore plan runs with :func:`switch_epsilon` (adaptive
+   composition; :func:`privagg.mechanisms.mean.mean_privacy_loss` takes the max over branches);
+4. the sum of ``x_ij − c_j`` clipped to ``[−R_j, R_j]``, ``R_j = K·s_j`` on the radius grid,
+   discrete Laplace on its grid (``_noisy_clipped_release`` with d = 1); mean ``c_j + sum_j/n̂``.
 
-Report-noisy-max: ``argmax_c (u(c) + a(c) + ν_c)``, ``ν_c ~ DLap(2/ε_step)`` i.i.d., ``a`` public
-offsets ``(2/ε_step)·ln prior(c)`` (the discrete-Laplace analogue of the exponential mechanism with a
-base measure): ε_step-DP for any data-independent offsets (docs/proofs/mean.md §11). Vectorized over
-the candidates (sorted column, ``searchsorted``); loops run over the d columns only.
+Report-noisy-max: ``argmax_c (u(c) + a(c) + ν_c)``, ``ν_c ~ DLap(2Δ/ε_step)`` i.i.d., ``a`` public
+offsets ``(2Δ/ε_step)·ln prior(c)``: ε_step-DP for any data-independent offsets (mean.md §11).
+Vectorized over candidates (sorted column, ``searchsorted``); loops run over the d columns only.
 """
 
 from __future__ import annotations
@@ -36,35 +36,34 @@ import numpy as np
 
 from ..noise.samplers import discrete_laplace
 
-#: The coordinate plan runs when the released ``n̂·ε/d`` is below this (public). **0: disabled**
-#: (work in progress, issue 11): with 2500 it met the small-n targets on the mean-real benchmark,
-#: but data whose spread is far below their magnitude (1e12 ± 1, ``test_fc_far``) all fall inside
-#: one cell of the center grid, the rank utility is then flat (``−n`` everywhere) and the center
-#: falls back to the prior (errors of 1e12). Needs a cell utility and repeated refinement first.
-COORD_SAMPLE = 0
+#: The coordinate plan runs when the released ``n̂·ε/d`` is below this (public).
+COORD_SAMPLE = 2500
+#: Only for d <= this (public): at d >= 3, n = 300, ε = 1 the per-coordinate spread step is too
+#: noisy (measured ⊥ 6/20 and 3.2× the oracle at d = 3, ⊥ 17/20 at d = 5), the FriendlyCore plan runs.
+COORD_DMAX = 2
+#: Below ``n̂·ε/d <`` this the coordinate plan releases ⊥ (too few rows for any of its steps).
+COORD_MIN = 20
 #: Share of ε of the noisy count of rows outside the clipping box.
 COORD_SHARE_OUTSIDE = Fraction(1, 40)
-#: Shares of each coordinate's ε_j: coarse center, refined center, spread, sum.
-COORD_SHARES = (Fraction(2, 5), Fraction(1, 10), Fraction(1, 4), Fraction(1, 4))
-#: Clipping half-width in released spreads (``R_j = K·s_j``; s_j about the median absolute deviation).
-COORD_K = 10.0
+#: Shares of each coordinate's ε_j: spread, octave cell, refinement levels (together), sum.
+COORD_SHARES = (Fraction(2, 5), Fraction(1, 5), Fraction(3, 20), Fraction(1, 4))
+#: The spread is this quantile of the consecutive-pair distances |x_a − x_b| (about 1.63σ for
+#: Gaussian data; above the median so that columns with a point mass of up to 3/4 get a spread).
+COORD_QUANTILE = 0.5
+#: Clipping half-width in released spreads (``R_j = K·s_j``, about 6.5σ for Gaussian data).
+COORD_K = 7.0
+#: Subcells per refinement level, and the most levels the plan runs before it switches to the
+#: FriendlyCore plan (a chosen cell at most ``COORD_BRANCH^COORD_LEVELS`` spreads wide).
+COORD_BRANCH = 32
+COORD_LEVELS = 2
 #: Exponents ``k`` of the grid ``±2^{k/4}`` (2⁻¹⁰⁷⁴ … 2^1023.75: every finite float64 magnitude).
 GRID_K = np.arange(-4296, 4096)
-#: Refined center candidates ``c0 + c0·o``, ``o`` in :func:`refine_offsets` (0 and
-#: ``±2^{−k/4}/4``, ``k = 0 … REFINE_STEPS``): relative resolution about 19 % of ``|median − c0|``.
-REFINE_STEPS = 48
-#: The spread's prior is centred this many octaves below the refined center's octave.
-PRIOR_SPREAD = 2
 #: Base measure over octaves ``o`` (relative to the centre octave): ``∝ (1 + |o|)^{−PRIOR_POWER}``.
 PRIOR_POWER = 1.5
+#: The base measure is flat within this many octaves of its centre.
+PRIOR_FLAT = 20
 
 _LAPLACE = SimpleNamespace(gaussian=False)  # the only plan attribute _noisy_clipped_release reads
-
-
-def refine_offsets() -> np.ndarray:
-    """0 and ``±2^{−k/4}/4``, ``k = 0 … REFINE_STEPS`` (public, ascending)."""
-    p = 0.25 * np.exp2(-np.arange(REFINE_STEPS + 1) / 4.0)
-    return np.concatenate([-p, [0.0], p[::-1]])
 
 
 def positive_grid() -> np.ndarray:
@@ -72,30 +71,10 @@ def positive_grid() -> np.ndarray:
     return np.exp2(GRID_K / 4.0)
 
 
-def center_grid() -> np.ndarray:
-    """``−2^{k/4}`` (descending k), 0, ``2^{k/4}`` (ascending k): ascending, 2·8392 + 1 points."""
-    p = positive_grid()
-    return np.concatenate([-p[::-1], [0.0], p])
-
-
 def log_prior(octaves: np.ndarray, centre: float) -> np.ndarray:
     """``ln((1 + |o − centre|)^{−PRIOR_POWER})`` for the (integer) octaves ``o`` of the candidates
     (unnormalized: a constant does not change an argmax)."""
-    return -PRIOR_POWER * np.log1p(np.abs(octaves - centre))
-
-
-def _center_offsets(scale: float) -> np.ndarray:
-    """Offsets ``scale·ln prior`` over :func:`center_grid`: octave ``⌊k/4⌋`` on each side, and 0
-    gets the weight of a point in octave 0 (public)."""
-    oct_pos = np.floor(GRID_K / 4.0)
-    lp = log_prior(oct_pos, 0.0)
-    return scale * np.concatenate([lp[::-1], [0.0], lp])
-
-
-def _spread_offsets(scale: float, centre: np.ndarray) -> np.ndarray:
-    """Offsets over :func:`positive_grid` per column, prior centred at the octaves ``centre`` (d,)."""
-    oct_pos = np.floor(GRID_K / 4.0)
-    return scale * log_prior(oct_pos[None, :], centre[:, None])
+    return -PRIOR_POWER * np.log1p(np.maximum(np.abs(octaves - centre) - PRIOR_FLAT, 0.0))
 
 
 def _octave(v: np.ndarray) -> np.ndarray:
@@ -107,15 +86,6 @@ def _octave(v: np.ndarray) -> np.ndarray:
     return out
 
 
-def rank_utility(sorted_col: np.ndarray, cand: np.ndarray) -> np.ndarray:
-    """``u(c) = −|#{x < c} − #{x > c}|`` for each candidate ``c`` (one sorted column). Adding a row
-    changes one of the two counts by at most one (none when ``x = c``): sensitivity 1."""
-    n = sorted_col.size
-    below = np.searchsorted(sorted_col, cand, side="left")
-    above = n - np.searchsorted(sorted_col, cand, side="right")
-    return -np.abs(below - above)
-
-
 def noisy_max(utility: np.ndarray, offsets: np.ndarray, eps: Fraction, gen: np.random.Generator,
               sensitivity: int = 1) -> np.ndarray:
     """Report-noisy-max per row of ``utility`` (d, K) with public ``offsets`` (broadcast):
@@ -125,17 +95,62 @@ def noisy_max(utility: np.ndarray, offsets: np.ndarray, eps: Fraction, gen: np.r
     return np.argmax(utility + offsets + nu, axis=1)
 
 
-def _medians(cols: list[np.ndarray], cands: np.ndarray, offsets: np.ndarray, eps: Fraction,
-             gen: np.random.Generator) -> np.ndarray:
-    """Per column ``j``, the index of the candidate (``cands[j]``) chosen by :func:`noisy_max` of
-    the rank utility of ``cols[j]`` (ε-DP per column)."""
-    cands = np.broadcast_to(cands, (len(cols), cands.shape[-1]))
-    util = np.stack([rank_utility(np.sort(c), cands[j]) for j, c in enumerate(cols)])  # over columns
-    return noisy_max(util, offsets, eps, gen)
+def cell_utility(sorted_col: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``u([a, b)) = −max(0, 2·#{x < a} − n, 2·#{x >= b} − n)`` for the cells ``[lo_k, hi_k)`` of
+    one sorted column: 0 exactly when the cell holds a median, else minus the rank distance.
+    Adding a row moves ``n`` by 1 and each count by at most 1, so each of the three terms by at
+    most 1: sensitivity 1 (docs/proofs/mean.md §11)."""
+    n = sorted_col.size
+    below = np.searchsorted(sorted_col, lo, side="left")
+    above = n - np.searchsorted(sorted_col, hi, side="left")
+    return -np.maximum(0, np.maximum(2 * below - n, 2 * above - n))
+
+
+def pair_quantile_counts(x: np.ndarray, keys: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """``C[j, k] = #{i : |x_{o(i+1), j} − x_{o(i), j}| <= grid_k}`` over the ``n − 1``
+    consecutive pairs of the keyed row order ``o`` (mean.py's §2b order). Adding a row removes one
+    pair and adds two: every count moves by at most 2. Translation invariant."""
+    from .mean import _keyed_row_order
+
+    n, d = x.shape
+    out = np.zeros((d, grid.size), dtype=np.int64)
+    if n < 2:
+        return out
+    xs = x[_keyed_row_order(x, keys)]
+    with np.errstate(over="ignore", invalid="ignore"):
+        diff = np.sort(np.abs(xs[1:] - xs[:-1]), axis=0)  # (n − 1, d), may be inf
+    for j in range(d):  # over columns
+        out[j] = np.searchsorted(diff[:, j], grid, side="right")
+    return out
+
+
+def octave_cells(e_min: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A public partition of the reals into cells ``(lo, hi, octave)``: ``[−2^{e_min}, 2^{e_min})``
+    (octave ``e_min − 1``), then ``[2^e, 2^{e+1})`` and ``[−2^{e+1}, −2^e)`` for
+    ``e = e_min … 1023`` (``2^1024`` is ∞). Exactly one cell holds each finite float, so exactly
+    the cells holding a median have utility 0."""
+    e = np.arange(e_min, 1024)
+    a = np.ldexp(1.0, e)
+    with np.errstate(over="ignore"):
+        b = np.ldexp(1.0, e + 1)
+    z = math.ldexp(1.0, e_min)
+    lo = np.concatenate([[-z], a, -b])
+    hi = np.concatenate([[z], b, -a])
+    return lo, hi, np.concatenate([[e_min - 1], e, e]).astype(np.float64)
+
+
+def levels_needed(width: np.ndarray, spread: np.ndarray) -> np.ndarray:
+    """Refinement levels until a cell of ``width`` is at most ``spread`` wide (``COORD_BRANCH``
+    subcells per level): a public function of released values (huge for width ∞)."""
+    with np.errstate(all="ignore"):
+        ratio = np.asarray(width, np.float64) / np.asarray(spread, np.float64)
+        lv = np.ceil(np.log(np.maximum(ratio, 1.0)) / math.log(COORD_BRANCH))
+    return np.where(np.isfinite(lv), lv, 10**6).astype(np.int64)
 
 
 def coordinate_shares(epsilon: Fraction, d: int) -> tuple[Fraction, Fraction, tuple[Fraction, ...]]:
-    """``(ε_n, ε_out, per-coordinate step budgets)``; ``ε_n + ε_out + d·Σ steps = ε`` exactly."""
+    """``(ε_n, ε_out, per-coordinate step budgets)`` (spread, octave cell, all refinement levels
+    together, clipped sum); ``ε_n + ε_out + d·Σ steps = ε`` exactly."""
     from .mean import _SHARE_COUNT
 
     eps_n = epsilon * _SHARE_COUNT
@@ -144,33 +159,67 @@ def coordinate_shares(epsilon: Fraction, d: int) -> tuple[Fraction, Fraction, tu
     return eps_n, eps_out, tuple(per * s for s in COORD_SHARES)
 
 
+def switch_epsilon(epsilon: Fraction) -> Fraction:
+    """The ε left for the FriendlyCore plan when the coordinate plan switches (after the count,
+    the spreads and the octave cells of all d coordinates; independent of d)."""
+    eps_n, eps_out, _ = coordinate_shares(epsilon, 1)
+    return epsilon - eps_n - (epsilon - eps_n - eps_out) * (COORD_SHARES[0] + COORD_SHARES[1])
+
+
 def coordinate_mean(x: np.ndarray, n_hat: int, epsilon: Fraction, gen: np.random.Generator
-                    ) -> dict[str, Any]:
-    """Steps 1–5 of the module docstring on the finite rows ``x`` (n, d), given the released
+                    ) -> dict[str, Any] | None:
+    """Steps 1–4 of the module docstring on the finite rows ``x`` (n, d), given the released
     ``n̂ >= 1``. Returns the released values (mean, center, spreads, radii, outside count, and the
-    public noise description for the confidence intervals)."""
-    from .mean import _finite, _grid_up, _noisy_clipped_release, _sum_exponent
+    public noise description for the confidence intervals), or None after steps 1–2 when a
+    coordinate needs more than :data:`COORD_LEVELS` refinement levels (the caller then switches
+    to the FriendlyCore plan with :func:`switch_epsilon`)."""
+    from .mean import _finite, _grid_up, _noisy_clipped_release, _sum_exponent, row_keys
 
     n, d = x.shape
-    _, eps_out, (e_c0, e_c1, e_s, e_sum) = coordinate_shares(epsilon, d)
-    cols = [np.ascontiguousarray(x[:, j]) for j in range(d)]
-    grid_c, grid_p = center_grid(), positive_grid()
-    # 1. coarse center
-    c0 = grid_c[_medians(cols, grid_c, _center_offsets(float(2 / e_c0)), e_c0, gen)]
-    # 2. refined center on the geometric window c0 ± |c0|·2^{-k/4}/4 (and c0)
-    cand = _finite(c0[:, None] + np.abs(c0)[:, None] * refine_offsets()[None, :])
-    center = cand[np.arange(d), _medians(cols, cand, np.zeros(1), e_c1, gen)]
-    # 3. spread around the refined center (prior centred PRIOR_SPREAD octaves below |center|)
-    with np.errstate(all="ignore"):
-        dev = [np.abs(cols[j] - center[j]) for j in range(d)]
-    spread = grid_p[_medians(dev, grid_p, _spread_offsets(float(2 / e_s), _octave(center) - PRIOR_SPREAD),
-                             e_s, gen)]
-    # 5. clipped sums, one coordinate at a time (discrete Laplace, ε-DP each)
+    _, eps_out, (e_s, e_o, e_l, e_sum) = coordinate_shares(epsilon, d)
+    cols = [np.sort(x[:, j]) for j in range(d)]
+    # 1. spread: the COORD_QUANTILE quantile of |x_a − x_b| over consecutive pairs (sensitivity 2)
+    grid_p = positive_grid()
+    counts = pair_quantile_counts(x, row_keys(d, gen), grid_p)
+    target = int(math.floor(COORD_QUANTILE * (n_hat - 1)))
+    util = -np.abs(counts - target)
+    off = float(4 / e_s) * log_prior(np.floor(GRID_K / 4.0), 0.0)
+    spread = grid_p[noisy_max(util, off[None, :], e_s, gen, sensitivity=2)]
+    # 2. octave cell (cell utility, prior centred at the spread's octave)
+    e_min = (_octave(spread) + 1).astype(np.int64)  # cells at least about twice the spread wide
+    util, off = [], []
+    for j in range(d):  # over columns
+        lo, hi, oct_ = octave_cells(int(e_min[j]))
+        util.append(cell_utility(cols[j], lo, hi))
+        off.append(float(2 / e_o) * log_prior(oct_, float(e_min[j] - 1)))
+    width = max(u.size for u in util)
+    cells = [octave_cells(int(e)) for e in e_min.tolist()]
+    util = np.stack([np.pad(u, (0, width - u.size), constant_values=-(10**18)) for u in util])
+    off = np.stack([np.pad(o, (0, width - o.size)) for o in off])
+    pick = noisy_max(util, off, e_o, gen)
+    a = np.array([c[0][k] for c, k in zip(cells, pick.tolist())])  # over columns
+    b = np.array([c[1][k] for c, k in zip(cells, pick.tolist())])
+    with np.errstate(over="ignore"):
+        levels = levels_needed(b - a, spread)
+    if int(levels.max()) > COORD_LEVELS:
+        return None
+    # 3. refinement: COORD_BRANCH subcells (and one more on each side) per level
+    steps = np.arange(-1, COORD_BRANCH + 1, dtype=np.float64)
+    for j in range(d):  # over columns
+        e_lv = e_l / int(levels[j]) if levels[j] else e_l
+        for _ in range(int(levels[j])):  # at most COORD_LEVELS
+            w = (b[j] - a[j]) / COORD_BRANCH
+            sub_lo = a[j] + steps[:-1] * w
+            sub_hi = a[j] + steps[1:] * w
+            k = noisy_max(cell_utility(cols[j], sub_lo, sub_hi)[None, :], np.zeros(1), e_lv, gen)[0]
+            a[j], b[j] = sub_lo[k], sub_hi[k]
+    center = _finite(a + (b - a) / 2)
+    # 4. clipped sums, one coordinate at a time (discrete Laplace, ε-DP each)
     radii = np.array([_grid_up(COORD_K * s) for s in spread.tolist()])
     mean = np.empty(d)
     params, steps_g = np.empty(d), np.empty(d)
     for j in range(d):  # over columns
-        rel = _noisy_clipped_release(cols[j][:, None], center[j : j + 1], float(radii[j]), e_sum,
+        rel = _noisy_clipped_release(x[:, j : j + 1], center[j : j + 1], float(radii[j]), e_sum,
                                      _LAPLACE, gen)
         mean[j] = _finite(center[j] + rel.values[0] / n_hat)
         params[j], steps_g[j] = float(rel.noise_grid), rel.step
