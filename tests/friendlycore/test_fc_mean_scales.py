@@ -31,6 +31,15 @@ import privagg.mechanisms.mean as M
 from privagg.mechanisms.mean import private_mean
 from privagg.testing.audit import audit_mechanism
 
+
+@pytest.fixture(autouse=True)
+def _friendlycore_plan(monkeypatch):
+    """These tests are about the FriendlyCore plan's scale step (§2b); at their sizes the
+    small-sample coordinate plan (§11) would run instead, so it is switched off here."""
+    import privagg.mechanisms.mean_small as S
+
+    monkeypatch.setattr(S, "COORD_SAMPLE", 0)
+
 SEED = 1111
 
 

@@ -49,6 +49,7 @@ from __future__ import annotations
 import functools
 import math
 import statistics
+import dataclasses
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -83,6 +84,8 @@ from ..friendlycore.conversion import end_to_end_budget, friendly_budget
 from ..friendlycore.filter import alpha_fraction, core_mask
 from ..friendlycore.predicates import ball
 from ..engines.base import PointSource
+from . import mean_small
+from .mean_small import COORD_K, coordinate_mean
 
 __all__ = ["CALIBRATIONS", "MeanPlan", "MeanRelease", "estimate_schedule", "mean_plan", "mean_privacy_loss",
            "private_mean", "rho_for"]
@@ -390,11 +393,28 @@ def mean_privacy_loss(epsilon: Any, delta: Any, *, calibration: str = "gaussian"
                       select_radius: bool = False, where: str = "private_mean") -> PrivacyLoss:
     """The guarantee of :func:`private_mean`: the largest (ε, δ) of its plans (the plan is
     chosen from the released ``n̂``; adaptive composition bounds each branch by its plan)."""
-    plans = [mean_plan(epsilon, delta, calibration=calibration, alpha=alpha,
-                       select_radius=select_radius, small=small, scale=scale, where=where)
-             for small in (False, True) for scale in (False, True)]
-    return PrivacyLoss.approx(max(p.privacy_loss.epsilon for p in plans),
-                              max(p.privacy_loss.delta for p in plans))
+    plans = _friendly_losses(epsilon, delta, calibration, alpha, select_radius, where)
+    if select_radius and coordinate_plan_possible(epsilon):  # the coordinate plan (§11)
+        eps = _frac(epsilon)
+        rest = mean_small.switch_epsilon(eps)
+        plans.append(PrivacyLoss.approx(eps, 0))  # no switch: pure ε, exactly ε
+        plans += [PrivacyLoss.approx(eps - rest + p.epsilon, p.delta)  # switched (adaptive composition)
+                  for p in _friendly_losses(rest, delta, calibration, alpha, True, where)]
+    return PrivacyLoss.approx(max(p.epsilon for p in plans), max(p.delta for p in plans))
+
+
+def _friendly_losses(epsilon: Any, delta: Any, calibration: str, alpha: Any, select_radius: bool,
+                     where: str) -> list[PrivacyLoss]:
+    """The losses of the four FriendlyCore plans (small or not, scale step or not)."""
+    return [mean_plan(epsilon, delta, calibration=calibration, alpha=alpha, select_radius=select_radius,
+                      small=small, scale=scale, where=where).privacy_loss
+            for small in (False, True) for scale in (False, True)]
+
+
+def coordinate_plan_possible(epsilon: Any) -> bool:
+    """Whether the small-sample coordinate plan (§11) is among the plans (public: ε only; its
+    switch to FriendlyCore needs the left ε above the floor)."""
+    return mean_small.COORD_SAMPLE > 0 and mean_small.switch_epsilon(_frac(epsilon)) >= EPS_MIN
 
 
 @functools.lru_cache(maxsize=64)
@@ -532,6 +552,12 @@ class MeanRelease:
         if not self.ok or self.noise is None or self.mean is None or self.center is None:
             return None
         kind, param, step, count_scale, rnd_per_row, rnd_fixed = self.noise
+        if kind == "laplace-coordinate":  # per coordinate, in the data's units (§11)
+            t = np.array([_noise_quantile("laplace", p, 0.9 * beta) for p in param]) * step
+            k_c = _dlap_two_sided(count_scale, 0.1 * beta)
+            half = noise_half_width(self.mean, self.center, np.array([_grid_up(self.clip_radius * v) for v in self.scales.tolist()]),
+                                    float(self.n_hat), t, k_c, rnd_per_row, rnd_fixed)
+            return _finite(self.mean - half), _finite(self.mean + half)
         sc = 1.0 if self.scales is None else self.scales  # powers of two: exact
         mean, center = self.mean / sc, self.center / sc  # the standardized release
         t = _noise_quantile(kind, param, 0.9 * beta) * step  # |Z_j| <= t w.p. >= 1 − 0.9β
@@ -790,7 +816,7 @@ def _source(x: Any) -> PointSource:
 
 @quiet_numerics
 def _private_mean(source: PointSource, epsilon: Any, delta: Any, radius: Any, alpha: Any, rng: Any,
-                  calibration: str, ledger: Any, m_locate: Any) -> MeanRelease:
+                  calibration: str, ledger: Any, m_locate: Any, coordinate: bool = True) -> MeanRelease:
     """The mechanism on a :class:`~privagg.engines.base.PointSource` (finite rows); ``rng`` is an
     ``rng`` argument or an engine's resolved ``(generator, secure)`` pair."""
     where = "private_mean"
@@ -799,8 +825,13 @@ def _private_mean(source: PointSource, epsilon: Any, delta: Any, radius: Any, al
     plan = mean_plan(epsilon, delta, calibration=calibration, alpha=alpha,
                      select_radius=r is None, where=where)
     gen, secure = rng if isinstance(rng, tuple) else resolve_rng(rng, where)
-    loss = mean_privacy_loss(epsilon, delta, calibration=calibration, alpha=alpha,
-                             select_radius=r is None, where=where)
+    coord = coordinate and r is None and isinstance(source, ArrayPoints) and coordinate_plan_possible(epsilon)
+    if coordinate:
+        loss = mean_privacy_loss(epsilon, delta, calibration=calibration, alpha=alpha,
+                                 select_radius=r is None, where=where)
+    else:  # the FriendlyCore plans alone (the coordinate plan's switch, §11)
+        losses = _friendly_losses(epsilon, delta, calibration, alpha, r is None, where)
+        loss = PrivacyLoss.approx(max(p.epsilon for p in losses), max(p.delta for p in losses))
     d = source.d
     n = source.count()  # before the charge: an engine that cannot evaluate its data charges nothing
     eps_out, delta_out = float(loss.epsilon), float(loss.delta)
@@ -817,6 +848,21 @@ def _private_mean(source: PointSource, epsilon: Any, delta: Any, radius: Any, al
     n_hat = n + int(discrete_laplace(1 / plan.eps_count, rng=gen))
     if n_hat < 1:
         return bottom(r, f"about 0 numeric rows (noisy count n̂ = {n_hat} < 1)")
+    if coord and d <= mean_small.COORD_DMAX and n_hat * _frac(epsilon) < mean_small.COORD_SAMPLE * d:
+        # the small-sample coordinate plan (public: n̂, ε, d; docs/proofs/mean.md §11)
+        need = mean_small.COORD_MIN * d / _frac(epsilon)
+        if n_hat < need:
+            return bottom(r, f"noisy count n̂ = {n_hat} is below the {math.ceil(need)} rows ({mean_small.COORD_MIN}·d/ε) the "
+                             "small-sample plan needs")
+        out = coordinate_mean(source.x, n_hat, _frac(epsilon), gen)
+        if out is None:  # a chosen cell too wide for its spread: FriendlyCore with the ε left (§11)
+            rel = _private_mean(source, mean_small.switch_epsilon(_frac(epsilon)), delta, None, alpha,
+                                (gen, secure), calibration, None, m_locate, coordinate=False)
+            return dataclasses.replace(rel, epsilon=eps_out, delta=delta_out, privacy_loss=loss)
+        noise = out["noise"][:3] + (float(1 / plan.eps_count),) + out["noise"][4:]
+        return MeanRelease(True, out["mean"], eps_out, delta_out, COORD_K, secure, loss, calibration,
+                           COORD_K, out["center"], None, n_hat, out["outside"], out["outside_sd"],
+                           "coordinate", noise, out["spread"])
     small = n_hat * _frac(epsilon) < SMALL_SAMPLE  # public: functions of the released n̂
     scale = r is None and d >= 2 and n_hat * _frac(epsilon) * SHARE_SCALE / d >= SCALE_MIN
     if small or scale:

@@ -1,0 +1,235 @@
+"""The small-sample coordinate-wise plan of :func:`privagg.private_mean` (issue 11, items 1, 2, 4).
+
+Chosen from the released count (public, like every plan switch of ``private_mean``): when
+``radius=None``, the rows are in memory, ``d <=`` :data:`COORD_DMAX` and ``n̂·ε/d <``
+:data:`COORD_SAMPLE` (⊥ below ``n̂ < COORD_MIN·d/ε``). Proof: docs/proofs/mean.md §11. After the
+count ``n̂`` (ε_n = ε/40), ε/40 goes to a noisy count of the rows outside the clipping box and
+``ε_j = (ε − ε/20)/d`` to each coordinate ``j`` (shares :data:`COORD_SHARES`), spent on
+
+1. a spread ``s_j`` (location-free): report-noisy-max of ``−|C_k − ⌊q(n̂ − 1)⌋|`` over
+   ``2^{k/4}`` (every float magnitude), ``C_k`` the number of consecutive pairs of the keyed row
+   order with ``|x_a − x_b| <= 2^{k/4}`` (sensitivity 2, mean.md §2b), prior :func:`log_prior`;
+2. an octave cell: report-noisy-max of :func:`cell_utility` (sensitivity 1) over the partition
+   :func:`octave_cells` (cells at least about twice ``s_j`` wide), prior centred at ``s_j``'s octave;
+3. ``L_j`` = :func:`levels_needed` refinement levels (a public function of the released cell and
+   spread): each splits the cell into :data:`COORD_BRANCH` subcells (plus one on each side) and
+   picks one by the cell utility; the center is the last cell's midpoint. If some
+   ``L_j > COORD_LEVELS`` (data far from the origin relative to their spread, 1e12 ± 1), nothing
+   more is spent here and the FriendlyCore plan runs with :func:`switch_epsilon` (adaptive
+   composition; :func:`privagg.mechanisms.mean.mean_privacy_loss` takes the max over branches);
+4. the sum of ``x_ij − c_j`` clipped to ``[−R_j, R_j]``, ``R_j = K·s_j`` on the radius grid,
+   discrete Laplace on its grid (``_noisy_clipped_release`` with d = 1); mean ``c_j + sum_j/n̂``.
+
+Report-noisy-max: ``argmax_c (u(c) + a(c) + ν_c)``, ``ν_c ~ DLap(2Δ/ε_step)`` i.i.d., ``a`` public
+offsets ``(2Δ/ε_step)·ln prior(c)``: ε_step-DP for any data-independent offsets (mean.md §11).
+Vectorized over candidates (sorted column, ``searchsorted``); loops run over the d columns only.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from ..noise.samplers import discrete_laplace
+
+#: The coordinate plan runs when the released ``n̂·ε/d`` is below this (public).
+COORD_SAMPLE = 2500
+#: Only for d <= this (public): at d >= 3, n = 300, ε = 1 the per-coordinate spread step is too
+#: noisy (measured ⊥ 6/20 and 3.2× the oracle at d = 3, ⊥ 17/20 at d = 5), the FriendlyCore plan runs.
+COORD_DMAX = 2
+#: Below ``n̂·ε/d <`` this the coordinate plan releases ⊥ (too few rows for any of its steps).
+COORD_MIN = 20
+#: Share of ε of the noisy count of rows outside the clipping box.
+COORD_SHARE_OUTSIDE = Fraction(1, 40)
+#: Shares of each coordinate's ε_j: spread, octave cell, refinement levels (together), sum.
+COORD_SHARES = (Fraction(2, 5), Fraction(1, 5), Fraction(3, 20), Fraction(1, 4))
+#: The spread is this quantile of the consecutive-pair distances |x_a − x_b| (about 1.63σ for
+#: Gaussian data; above the median so that columns with a point mass of up to 3/4 get a spread).
+COORD_QUANTILE = 0.5
+#: Clipping half-width in released spreads (``R_j = K·s_j``, about 6.5σ for Gaussian data).
+COORD_K = 7.0
+#: Subcells per refinement level, and the most levels the plan runs before it switches to the
+#: FriendlyCore plan (a chosen cell at most ``COORD_BRANCH^COORD_LEVELS`` spreads wide).
+COORD_BRANCH = 32
+COORD_LEVELS = 2
+#: Exponents ``k`` of the grid ``±2^{k/4}`` (2⁻¹⁰⁷⁴ … 2^1023.75: every finite float64 magnitude).
+GRID_K = np.arange(-4296, 4096)
+#: Base measure over octaves ``o`` (relative to the centre octave): ``∝ (1 + |o|)^{−PRIOR_POWER}``.
+PRIOR_POWER = 1.5
+#: The base measure is flat within this many octaves of its centre.
+PRIOR_FLAT = 20
+
+_LAPLACE = SimpleNamespace(gaussian=False)  # the only plan attribute _noisy_clipped_release reads
+
+
+def positive_grid() -> np.ndarray:
+    """``2^{k/4}`` for ``k`` in :data:`GRID_K` (ascending; float64, public)."""
+    return np.exp2(GRID_K / 4.0)
+
+
+def log_prior(octaves: np.ndarray, centre: float) -> np.ndarray:
+    """``ln((1 + |o − centre|)^{−PRIOR_POWER})`` for the (integer) octaves ``o`` of the candidates
+    (unnormalized: a constant does not change an argmax)."""
+    return -PRIOR_POWER * np.log1p(np.maximum(np.abs(octaves - centre) - PRIOR_FLAT, 0.0))
+
+
+def _octave(v: np.ndarray) -> np.ndarray:
+    """``⌊log2 |v|⌋`` (0 for v = 0), public post-processing of released values."""
+    a = np.abs(np.asarray(v, dtype=np.float64))
+    out = np.zeros(a.shape)
+    nz = a > 0
+    out[nz] = np.frexp(a[nz])[1] - 1
+    return out
+
+
+def noisy_max(utility: np.ndarray, offsets: np.ndarray, eps: Fraction, gen: np.random.Generator,
+              sensitivity: int = 1) -> np.ndarray:
+    """Report-noisy-max per row of ``utility`` (d, K) with public ``offsets`` (broadcast):
+    ``argmax_k (u_k + a_k + ν_k)``, ``ν ~ DLap(2Δ/ε)`` i.i.d. (exact sampler), first maximum.
+    ε-DP per row when each ``u_k`` moves by at most the integer ``Δ = sensitivity``."""
+    nu = discrete_laplace(Fraction(2 * sensitivity) / eps, size=utility.shape, rng=gen)
+    return np.argmax(utility + offsets + nu, axis=1)
+
+
+def cell_utility(sorted_col: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``u([a, b)) = −max(0, 2·#{x < a} − n, 2·#{x >= b} − n)`` for the cells ``[lo_k, hi_k)`` of
+    one sorted column: 0 exactly when the cell holds a median, else minus the rank distance.
+    Adding a row moves ``n`` by 1 and each count by at most 1, so each of the three terms by at
+    most 1: sensitivity 1 (docs/proofs/mean.md §11)."""
+    n = sorted_col.size
+    below = np.searchsorted(sorted_col, lo, side="left")
+    above = n - np.searchsorted(sorted_col, hi, side="left")
+    return -np.maximum(0, np.maximum(2 * below - n, 2 * above - n))
+
+
+def pair_quantile_counts(x: np.ndarray, keys: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """``C[j, k] = #{i : |x_{o(i+1), j} − x_{o(i), j}| <= grid_k}`` over the ``n − 1``
+    consecutive pairs of the keyed row order ``o`` (mean.py's §2b order). Adding a row removes one
+    pair and adds two: every count moves by at most 2. Translation invariant."""
+    from .mean import _keyed_row_order
+
+    n, d = x.shape
+    out = np.zeros((d, grid.size), dtype=np.int64)
+    if n < 2:
+        return out
+    xs = x[_keyed_row_order(x, keys)]
+    with np.errstate(over="ignore", invalid="ignore"):
+        diff = np.sort(np.abs(xs[1:] - xs[:-1]), axis=0)  # (n − 1, d), may be inf
+    for j in range(d):  # over columns
+        out[j] = np.searchsorted(diff[:, j], grid, side="right")
+    return out
+
+
+def octave_cells(e_min: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A public partition of the reals into cells ``(lo, hi, octave)``: ``[−2^{e_min}, 2^{e_min})``
+    (octave ``e_min − 1``), then ``[2^e, 2^{e+1})`` and ``[−2^{e+1}, −2^e)`` for
+    ``e = e_min … 1023`` (``2^1024`` is ∞). Exactly one cell holds each finite float, so exactly
+    the cells holding a median have utility 0."""
+    e = np.arange(e_min, 1024)
+    a = np.ldexp(1.0, e)
+    with np.errstate(over="ignore"):
+        b = np.ldexp(1.0, e + 1)
+    z = math.ldexp(1.0, e_min)
+    lo = np.concatenate([[-z], a, -b])
+    hi = np.concatenate([[z], b, -a])
+    return lo, hi, np.concatenate([[e_min - 1], e, e]).astype(np.float64)
+
+
+def levels_needed(width: np.ndarray, spread: np.ndarray) -> np.ndarray:
+    """Refinement levels until a cell of ``width`` is at most ``spread`` wide (``COORD_BRANCH``
+    subcells per level): a public function of released values (huge for width ∞)."""
+    with np.errstate(all="ignore"):
+        ratio = np.asarray(width, np.float64) / np.asarray(spread, np.float64)
+        lv = np.ceil(np.log(np.maximum(ratio, 1.0)) / math.log(COORD_BRANCH))
+    return np.where(np.isfinite(lv), lv, 10**6).astype(np.int64)
+
+
+def coordinate_shares(epsilon: Fraction, d: int) -> tuple[Fraction, Fraction, tuple[Fraction, ...]]:
+    """``(ε_n, ε_out, per-coordinate step budgets)`` (spread, octave cell, all refinement levels
+    together, clipped sum); ``ε_n + ε_out + d·Σ steps = ε`` exactly."""
+    from .mean import _SHARE_COUNT
+
+    eps_n = epsilon * _SHARE_COUNT
+    eps_out = epsilon * COORD_SHARE_OUTSIDE
+    per = (epsilon - eps_n - eps_out) / d
+    return eps_n, eps_out, tuple(per * s for s in COORD_SHARES)
+
+
+def switch_epsilon(epsilon: Fraction) -> Fraction:
+    """The ε left for the FriendlyCore plan when the coordinate plan switches (after the count,
+    the spreads and the octave cells of all d coordinates; independent of d)."""
+    eps_n, eps_out, _ = coordinate_shares(epsilon, 1)
+    return epsilon - eps_n - (epsilon - eps_n - eps_out) * (COORD_SHARES[0] + COORD_SHARES[1])
+
+
+def coordinate_mean(x: np.ndarray, n_hat: int, epsilon: Fraction, gen: np.random.Generator
+                    ) -> dict[str, Any] | None:
+    """Steps 1–4 of the module docstring on the finite rows ``x`` (n, d), given the released
+    ``n̂ >= 1``. Returns the released values (mean, center, spreads, radii, outside count, and the
+    public noise description for the confidence intervals), or None after steps 1–2 when a
+    coordinate needs more than :data:`COORD_LEVELS` refinement levels (the caller then switches
+    to the FriendlyCore plan with :func:`switch_epsilon`)."""
+    from .mean import _finite, _grid_up, _noisy_clipped_release, _sum_exponent, row_keys
+
+    n, d = x.shape
+    _, eps_out, (e_s, e_o, e_l, e_sum) = coordinate_shares(epsilon, d)
+    cols = [np.sort(x[:, j]) for j in range(d)]
+    # 1. spread: the COORD_QUANTILE quantile of |x_a − x_b| over consecutive pairs (sensitivity 2)
+    grid_p = positive_grid()
+    counts = pair_quantile_counts(x, row_keys(d, gen), grid_p)
+    target = int(math.floor(COORD_QUANTILE * (n_hat - 1)))
+    util = -np.abs(counts - target)
+    off = float(4 / e_s) * log_prior(np.floor(GRID_K / 4.0), 0.0)
+    spread = grid_p[noisy_max(util, off[None, :], e_s, gen, sensitivity=2)]
+    # 2. octave cell (cell utility, prior centred at the spread's octave)
+    e_min = (_octave(spread) + 1).astype(np.int64)  # cells at least about twice the spread wide
+    util, off = [], []
+    for j in range(d):  # over columns
+        lo, hi, oct_ = octave_cells(int(e_min[j]))
+        util.append(cell_utility(cols[j], lo, hi))
+        off.append(float(2 / e_o) * log_prior(oct_, float(e_min[j] - 1)))
+    width = max(u.size for u in util)
+    cells = [octave_cells(int(e)) for e in e_min.tolist()]
+    util = np.stack([np.pad(u, (0, width - u.size), constant_values=-(10**18)) for u in util])
+    off = np.stack([np.pad(o, (0, width - o.size)) for o in off])
+    pick = noisy_max(util, off, e_o, gen)
+    a = np.array([c[0][k] for c, k in zip(cells, pick.tolist())])  # over columns
+    b = np.array([c[1][k] for c, k in zip(cells, pick.tolist())])
+    with np.errstate(over="ignore"):
+        levels = levels_needed(b - a, spread)
+    if int(levels.max()) > COORD_LEVELS:
+        return None
+    # 3. refinement: COORD_BRANCH subcells (and one more on each side) per level
+    steps = np.arange(-1, COORD_BRANCH + 1, dtype=np.float64)
+    for j in range(d):  # over columns
+        e_lv = e_l / int(levels[j]) if levels[j] else e_l
+        for _ in range(int(levels[j])):  # at most COORD_LEVELS
+            w = (b[j] - a[j]) / COORD_BRANCH
+            sub_lo = a[j] + steps[:-1] * w
+            sub_hi = a[j] + steps[1:] * w
+            k = noisy_max(cell_utility(cols[j], sub_lo, sub_hi)[None, :], np.zeros(1), e_lv, gen)[0]
+            a[j], b[j] = sub_lo[k], sub_hi[k]
+    center = _finite(a + (b - a) / 2)
+    # 4. clipped sums, one coordinate at a time (discrete Laplace, ε-DP each)
+    radii = np.array([_grid_up(COORD_K * s) for s in spread.tolist()])
+    mean = np.empty(d)
+    params, steps_g = np.empty(d), np.empty(d)
+    for j in range(d):  # over columns
+        rel = _noisy_clipped_release(x[:, j : j + 1], center[j : j + 1], float(radii[j]), e_sum,
+                                     _LAPLACE, gen)
+        mean[j] = _finite(center[j] + rel.values[0] / n_hat)
+        params[j], steps_g[j] = float(rel.noise_grid), rel.step
+    # noisy count of the rows beyond the box (any coordinate): sensitivity 1
+    with np.errstate(all="ignore"):
+        out_rows = int((np.abs(x - center) > radii).any(axis=1).sum()) if n else 0
+    outside = out_rows + int(discrete_laplace(1 / eps_out, rng=gen))
+    q = math.exp(-float(eps_out))
+    h = np.ldexp(1.0, [_sum_exponent(float(r)) for r in radii])
+    return {"mean": mean, "center": center, "spread": spread, "radii": radii,
+            "outside": float(outside), "outside_sd": math.sqrt(2.0 * q) / (1.0 - q),
+            "noise": ("laplace-coordinate", params, steps_g, None,
+                      h / 2.0 + 8.0 * 2.0**-53 * radii, steps_g)}
