@@ -128,7 +128,9 @@ def release_payload(release: HistogramRelease, *, beta: float) -> dict[str, Any]
         "epsilon": float(release.epsilon),
         "delta": float(release.delta),
         "neighbors": release.neighbors,
-        "threshold": None if release.threshold is None else int(release.threshold),
+        "threshold": None if release.threshold is None or _optimal(release) else int(release.threshold),
+        # stable histogram: "threshold" (noisy count ≥ T) or "optimal" (partition selection, no T)
+        "selection": release.selection if release.mechanism == "stable_histogram" else None,
         "keys": json_keys(release.keys),
         "counts": np.asarray(release.counts).tolist(),
         "frequencies": np.where(  # NaN (stable add/remove, noisy total ≤ 0) → null
@@ -151,7 +153,26 @@ def release_payload(release: HistogramRelease, *, beta: float) -> dict[str, Any]
         # noise="gaussian": the discrete Gaussian's σ² and the ρ-zCDP it gives (converted to ε, δ)
         "sigma2": _gaussian_param(release, "sigma2"),
         "rho": _gaussian_param(release, "rho"),
+        # Gaussian thresholding: δ = gaussian_delta (the zCDP conversion) + threshold_delta (T)
+        "gaussian_delta": _gaussian_param(release, "gaussian_delta"),
+        "threshold_delta": _gaussian_param(release, "threshold_delta"),
+        # selection="optimal": the per-key (ε', δ') of the partition selection
+        **dict(zip(("selection_epsilon_per_key", "selection_delta_per_key"), _per_key(release), strict=True)),
     }
+
+
+def _optimal(release: HistogramRelease) -> bool:
+    return getattr(release, "selection", "threshold") == "optimal"
+
+
+def _per_key(release: HistogramRelease) -> tuple[float | None, float | None]:
+    """selection="optimal": (ε', δ') = (ε_c/(2ℓ0), δ/ℓ0), as charged; else (None, None)."""
+    if not _optimal(release):
+        return None, None
+    from ..mechanisms.histogram import _optimal_budget
+
+    eps, dlt = _optimal_budget(release.mechanism, release.params, release.max_keys_per_unit)  # type: ignore[arg-type]
+    return float(eps), float(dlt)
 
 
 def _gaussian_param(release: HistogramRelease, name: str) -> float | None:
@@ -185,11 +206,11 @@ def summary_rows(release: HistogramRelease, *, beta: float) -> list[tuple[str, s
         ("guarantee", guarantee + (" (pure DP)" if pure else "")),
         ("neighbours", release.neighbors + (" (n public)" if release.neighbors == "replace" else " (n private)")),
         ("noise", _noise_text(release)),
-        ("threshold", "none" if release.threshold is None else f"noisy count ≥ {release.threshold}"),
+        *_selection_rows(release),
         ("records n", "private" if release.n is None else f"{release.n:,}"),
         *_unit_rows(release),
         ("keys released", f"{len(release.keys):,}"),
-        (f"error bound (β = {format_float(beta)})", _bound_text(release.error_bound(beta))),
+        (f"error bound (β = {format_float(beta)})", _bound_text(release.error_bound(beta), _optimal(release))),
         ("randomness", "secure (AES-CTR CSPRNG)" if release.secure else "NOT secure (seeded generator)"),
     ]
     return rows
@@ -199,8 +220,27 @@ def _noise_text(release: HistogramRelease) -> str:
     if _noise_name(release) != "discrete_gaussian":
         return f"discrete Laplace, scale {format_float(release.scale)} counts"
     sigma2, rho = _gaussian_param(release, "sigma2"), _gaussian_param(release, "rho")
+    split = ""
+    dg, dt = _gaussian_param(release, "gaussian_delta"), _gaussian_param(release, "threshold_delta")
+    if dg is not None and dt is not None:  # Gaussian thresholding: δ split between the noise and T
+        split = f"; δ = {format_float(dg)} (Gaussian) + {format_float(dt)} (threshold)"
     return (f"discrete Gaussian, σ {format_float(release.scale)} counts (σ² = {format_float(sigma2)}; "  # type: ignore[arg-type]
-            f"ρ = {format_float(rho)} zCDP, as (ε, δ)-DP)")  # type: ignore[arg-type]
+            f"ρ = {format_float(rho)} zCDP, as (ε, δ)-DP{split})")  # type: ignore[arg-type]
+
+
+def _selection_rows(release: HistogramRelease) -> list[tuple[str, str]]:
+    """The threshold line, and for the stable histogram how keys were selected."""
+    if not _optimal(release):
+        rows = [("threshold", "none" if release.threshold is None else f"noisy count ≥ {release.threshold}")]
+        if release.mechanism == "stable_histogram":
+            rows.insert(0, ("selection", "threshold (released iff the noisy count reaches it)"))
+        return rows
+    eps, dlt = _per_key(release)
+    return [
+        ("selection", "optimal partition selection on the distinct units of each key "
+                      f"(per key ε = {format_float(eps)}, δ = {format_float(dlt)})"),  # type: ignore[arg-type]
+        ("threshold", "none (keys kept at random by the selection; counts noised separately)"),
+    ]
 
 
 #: The table's "rows dropped" line at user level (every command: the count is never released).
@@ -227,7 +267,9 @@ def _unit_rows(release: HistogramRelease) -> list[tuple[str, str]]:
     ]
 
 
-def _bound_text(bound: float) -> str:
+def _bound_text(bound: float, optimal: bool = False) -> str:
+    if optimal:  # no threshold bounds the count of a suppressed key
+        return "none (no bound on suppressed keys without a threshold; per-key intervals below)"
     if not math.isfinite(bound):
         return "none (the noisy total is too small to bound frequencies)"
     return f"± {format_float(bound)} on every frequency"
@@ -271,4 +313,5 @@ def print_table(release: HistogramRelease, *, beta: float, rows: int = 30, title
     if len(counts) > rows:
         console.print(f"… {len(counts) - rows:,} more keys (use --json for all, --rows to show more)")
     elif len(counts) == 0:
-        console.print("no key reached the threshold: nothing to release")
+        console.print("no key was selected: nothing to release" if _optimal(release)
+                      else "no key reached the threshold: nothing to release")

@@ -34,6 +34,7 @@ __all__ = ["histogram"]
 NEIGHBORS = ("replace", "add_remove")
 THRESHOLDS = ("tight", "seed")
 NOISES = ("laplace", "gaussian")
+SELECTIONS = ("threshold", "optimal")
 DEFAULT_BETA = 0.05
 
 
@@ -66,9 +67,16 @@ DEFAULT_BETA = 0.05
 )
 @click.option("--threshold", default=None, metavar="tight|seed", help="Threshold rule (stable only) [default: tight].")
 @click.option(
+    "--selection", default=None, metavar="threshold|optimal",
+    help="How the stable histogram picks its keys [default: threshold]. optimal: with --privacy-unit and an "
+         "integer --max-keys-per-unit only (per-key partition selection on distinct units; no threshold).",
+)
+@click.option(
     "--noise", default="laplace", show_default=True, metavar="laplace|gaussian",
-    help="Noise of the counts. gaussian: with --domain, --privacy-unit and --delta only (discrete Gaussian, "
-         "ℓ2 sensitivity √ℓ0·ℓ∞, ρ-zCDP converted to (ε, δ)-DP; smaller errors than Laplace for large ℓ0).",
+    help="Noise of the counts. gaussian: with --privacy-unit and --delta only (discrete Gaussian, "
+         "ℓ2 sensitivity √ℓ0·ℓ∞, ρ-zCDP converted to (ε, δ)-DP; smaller errors than Laplace for large ℓ0); "
+         "without --domain also with an integer --max-keys-per-unit, --threshold tight and --selection "
+         "threshold (Gaussian thresholding, δ split in halves).",
 )
 @click.option(
     "--beta", default=str(DEFAULT_BETA), show_default=True, metavar="B",
@@ -94,6 +102,7 @@ def histogram(
     max_keys_per_unit: str,
     max_rows_per_key: str,
     threshold: str | None,
+    selection: str | None,
     noise: str,
     beta: str,
     as_json: bool,
@@ -115,8 +124,10 @@ def histogram(
     --engine spark, in Spark (FILE: Parquet, local or a URI; noise and threshold in the tasks).
     With --privacy-unit COL: the guarantee protects a whole unit (all rows sharing COL), each
     unit keeping at most --max-keys-per-unit keys and --max-rows-per-key rows per key.
-    With --domain, --privacy-unit and --delta, --noise gaussian draws discrete Gaussian noise
-    ((ε, δ)-DP through zCDP) instead of discrete Laplace noise.
+    With --privacy-unit and --delta, --noise gaussian draws discrete Gaussian noise
+    ((ε, δ)-DP through zCDP) instead of discrete Laplace noise (without --domain: Gaussian
+    thresholding). --selection optimal (with --privacy-unit, no --domain): each key is kept by
+    the optimal partition selection on its number of distinct units instead of a threshold.
     """
     from ..mechanisms import histogram as mech
 
@@ -131,12 +142,15 @@ def histogram(
         raise _validate.fail(mechanism, "neighbors", rule, neighbors)
     b = number_option(mechanism, "beta", beta, _validate.check_beta)
     gaussian = _validate.check_choice(mechanism, "noise", noise, NOISES) == "gaussian"
-    if gaussian and domain is None:
-        rule = "'laplace' without --domain (the Gaussian noise is for the Laplace histogram over a public domain)"
-        raise _validate.fail(mechanism, "noise", rule, noise)
     if gaussian and bounds is None:
         rule = "'laplace' without --privacy-unit (the Gaussian noise is user level)"
         raise _validate.fail(mechanism, "noise", rule, noise)
+    optimal = _check_selection(mechanism, selection, domain, bounds, threshold, gaussian, noise)
+    if gaussian and domain is None and bounds[0] == "auto":  # type: ignore[index]
+        rule = "'laplace' with --max-keys-per-unit auto and no --domain (give an integer ℓ0)"
+        raise _validate.fail(mechanism, "noise", rule, noise)
+    if gaussian and domain is None and threshold not in (None, "tight"):
+        raise _validate.fail(mechanism, "threshold", "'tight' with --noise gaussian", threshold)
     dlt = None
     if domain is not None and gaussian:
         if delta is None:
@@ -158,6 +172,11 @@ def histogram(
             raise _validate.fail(mechanism, "delta", rule, None)
         dlt = number_option(mechanism, "delta", delta, _validate.check_delta)
         threshold = _validate.check_choice(mechanism, "threshold", threshold or "tight", THRESHOLDS)
+        if gaussian or optimal:  # the calibration (σ², the per-key table) fails here, if at all
+            params = mech.StableHistogramParams.build(eps, dlt, neighbors, threshold, where=mechanism,
+                                                      bounds=bounds, noise=noise)
+            if optimal:
+                mech._optimal_budget(mechanism, params, bounds[0])  # type: ignore[index]
     csv = csv_options("histogram", delimiter, encoding, quote)
     _validate.check_choice("histogram", "engine", engine, ("duckdb", "spark"))
     if engine != "spark" and (spark_master is not None or spark_conf):
@@ -165,6 +184,9 @@ def histogram(
                              "given with --engine spark only", spark_master or spark_conf[0])
     if engine == "spark" and gaussian:
         raise _validate.fail(mechanism, "noise", "'laplace' with --engine spark (use --engine duckdb)", noise)
+    if engine == "spark" and optimal:
+        raise _validate.fail(mechanism, "selection", "'threshold' with --engine spark (use --engine duckdb)",
+                             selection)
     conf = _spark.parse_conf("histogram", spark_conf)
     if plot is not None:
         plot = plot_target("histogram", "plot", plot)
@@ -189,7 +211,8 @@ def histogram(
         context = {} if privacy_unit is None else {"privacy_unit": privacy_unit}
         charged = _guard.charging(opened, command="histogram", file=str(file), column=column, **context)
         engine = DuckDBEngine(info, unit_info, where="histogram")
-        user = {}
+        user: dict = {}
+        rng = None
         with _progress(enabled=not as_json and sys.stderr.isatty(), label=file.name) as callback:
             engine.progress = callback
             if bounds is not None and bounds[0] == "auto":  # ℓ0 chosen privately; charges once, in there
@@ -199,22 +222,28 @@ def histogram(
                     threshold=threshold or "tight", noise=noise)
             elif bounds is None:
                 key_counts = engine.count_keys()
-            else:  # the secret comes from the CSPRNG and is never shown
-                bounding = Bounding(bounds[0], bounds[1], draw_secret(secure_generator()))
+            else:  # the secret comes from the CSPRNG (the release's generator) and is never shown
+                rng = secure_generator()
+                bounding = Bounding(bounds[0], bounds[1], draw_secret(rng))
                 key_counts = engine.bounded_counts(bounding, domain=domain_keys).key_counts
                 user = {"max_keys_per_unit": bounds[0], "max_rows_per_key": bounds[1], "unit": privacy_unit}
+                if optimal and bounds[1] != 1:  # v: distinct units per key, the same secret (same kept pairs)
+                    distinct = Bounding(bounds[0], 1, bounding.secret)
+                    user["unit_counts"] = engine.bounded_counts(distinct).key_counts
+                if optimal:
+                    user["selection"] = "optimal"
         # The mechanism charges the ledger (if any) before it draws noise.
         if bounds is not None and bounds[0] == "auto":
             pass
         elif domain is not None:
             release = mech.laplace_histogram_from_counts(
-                key_counts, epsilon=eps, domain=domain_keys, neighbors=neighbors, rng=None, ledger=charged,
+                key_counts, epsilon=eps, domain=domain_keys, neighbors=neighbors, rng=rng, ledger=charged,
                 noise=noise, delta=dlt, **user
             )
         else:
             release = mech.stable_histogram_from_counts(
-                key_counts, epsilon=eps, delta=dlt, neighbors=neighbors, threshold=threshold, rng=None,
-                ledger=charged, **user,
+                key_counts, epsilon=eps, delta=dlt, neighbors=neighbors, threshold=threshold, rng=rng,
+                ledger=charged, noise=noise, **user,
             )
     _show(release, file=file, column=column, as_json=as_json, beta=b, rows=rows, plot=plot)
 
@@ -237,6 +266,28 @@ def _show(release: object, *, file: Path, column: str, as_json: bool, beta: floa
         save_figure(figure, plot, dpi=120)
         if not as_json:
             click.echo(f"wrote {visible(plot)}", err=True)
+
+
+def _check_selection(where: str, selection: str | None, domain: Path | None,
+                     bounds: tuple[int | str, int] | None, threshold: str | None, gaussian: bool,
+                     noise: str) -> bool:
+    """--selection: whether it is "optimal" (refused where Python refuses it: exit 2, before any charge)."""
+    if selection is None:
+        return False
+    if domain is not None:
+        raise _validate.fail(where, "selection", "omitted with --domain (every domain key is released)", selection)
+    if _validate.check_choice(where, "selection", selection, SELECTIONS) == "threshold":
+        return False
+    if bounds is None:
+        rule = "'threshold' without --privacy-unit (the optimal selection is user level)"
+        raise _validate.fail(where, "selection", rule, selection)
+    if bounds[0] == "auto":
+        raise _validate.fail(where, "selection", "'threshold' with --max-keys-per-unit auto", selection)
+    if gaussian:
+        raise _validate.fail(where, "noise", "'laplace' with --selection optimal", noise)
+    if threshold is not None:
+        raise _validate.fail(where, "threshold", "omitted with --selection optimal (no threshold)", threshold)
+    return True
 
 
 def _check_gaussian(mech: object, where: str, eps: float, neighbors: str, bounds: tuple[int | str, int],

@@ -1602,19 +1602,57 @@ def _optimal_release(where: str, data: Any, units: Any, bounds: tuple[int, int] 
     threshold release (docs/proofs/histograms.md §8)."""
     from ..engines.base import Bounding, draw_secret
     from ..engines.numpy_engine import NumpyEngine
-    from .partition_selection import keep_numerators, select
 
     if bounds is None:
         raise fail(where, "selection", "'optimal' only with units (user level)", "optimal")
     l0, linf = bounds
-    eps_sel, delta_sel = params.counts_epsilon / (2 * l0), Fraction(params.delta) / l0
-    keep_numerators(eps_sel, delta_sel, where=where)  # validates ε_sel before the charge
+    _optimal_budget(where, params, l0)  # validates ε_sel before the charge
     engine = NumpyEngine(data, units, where=where)
     secret = draw_secret(gen)
     bc = engine.bounded_counts(Bounding(l0, linf, secret)).key_counts
     # the same secret keeps the same ℓ0 keys per unit (the kept set does not depend on ℓ∞): the
     # ℓ∞ = 1 counts are the distinct units of each key among the kept pairs, aligned with bc
     uc = bc if linf == 1 else engine.bounded_counts(Bounding(l0, 1, secret)).key_counts
+    return _optimal_from_counts(where, bc, uc, params, gen, ledger, _unit_name(units))
+
+
+def _optimal_budget(where: str, params: StableHistogramParams, l0: int) -> tuple[Fraction, Fraction]:
+    """The per-key (ε', δ') = (ε_c/(2ℓ0), δ/ℓ0) of selection="optimal", validated (its table exists)."""
+    from .partition_selection import keep_numerators
+
+    eps_sel, delta_sel = params.counts_epsilon / (2 * l0), Fraction(params.delta) / l0
+    keep_numerators(eps_sel, delta_sel, where=where)
+    return eps_sel, delta_sel
+
+
+def _aligned_counts(counts: KeyCounts, unit_counts: KeyCounts) -> np.ndarray:
+    """The bounded counts c of ``counts`` on the keys of ``unit_counts`` (0 where absent).
+
+    Both come from one secret, so they list the same keys in the same order unless two pairs of
+    one unit tie in π (§7.1) and the engine breaks the tie differently in its two runs; then the
+    keys are matched by value. Keys absent from ``unit_counts`` have v = 0 and are never kept
+    (p(0) = 0), so dropping them changes nothing released (docs/proofs/histograms.md §8)."""
+    a, b = counts.keys, unit_counts.keys
+    a = a.to_numpy(zero_copy_only=False) if is_arrow(a) else np.asarray(a)
+    b = b.to_numpy(zero_copy_only=False) if is_arrow(b) else np.asarray(b)
+    c = np.asarray(counts.counts, dtype=np.int64)
+    if a.shape == b.shape and a.dtype == b.dtype and bool(np.all(a == b)):
+        return c
+    import pandas as pd
+
+    idx = pd.Index(a).get_indexer(pd.Index(b))
+    return np.where(idx >= 0, c[np.maximum(idx, 0)], 0).astype(np.int64)
+
+
+def _optimal_from_counts(where: str, bc: KeyCounts, uc: KeyCounts, params: StableHistogramParams, gen: Any,
+                         ledger: Any, unit: str | None) -> HistogramRelease:
+    """selection="optimal" on an engine's bounded counts at (ℓ0, ℓ∞) (``bc``) and at (ℓ0, 1)
+    (``uc``, one secret): the charge, the selection on v, the counts' noise, the noisy total."""
+    from .partition_selection import select
+
+    l0 = params.max_keys_per_unit
+    eps_sel, delta_sel = _optimal_budget(where, params, l0)
+    counts = _aligned_counts(bc, uc)
     if ledger is not None:  # the parameters actually used (no threshold)
         ledger.charge(params.privacy_loss, mechanism=where, parameters={
             **params.public_parameters(), "threshold": None, "selection": "optimal",
@@ -1622,8 +1660,8 @@ def _optimal_release(where: str, data: Any, units: Any, bounds: tuple[int, int] 
             "counts_scale": str(2 * params.scale)})
     keep = select(uc.counts, eps_sel, delta_sel, gen)
     count_scale = 2 * params.scale
-    noisy = np.asarray(bc.counts, dtype=np.int64) + discrete_laplace(count_scale, size=len(bc.counts), rng=gen)
-    keys, kept = _kept_keys(bc.keys, keep), noisy[keep]
+    noisy = counts + discrete_laplace(count_scale, size=len(counts), rng=gen)
+    keys, kept = _kept_keys(uc.keys, keep), noisy[keep]
     order = sort_order(keys)
     keys, kept = keys[order], kept[order]
     noisy_total = int(bc.n) + int(discrete_laplace(params.total_scale, size=1, rng=gen)[0])
@@ -1631,7 +1669,7 @@ def _optimal_release(where: str, data: Any, units: Any, bounds: tuple[int, int] 
         mechanism=where, keys=keys, counts=kept, frequencies=_frequencies(kept, _total_denominator(noisy_total)),
         epsilon=params.epsilon, delta=params.delta, neighbors=params.neighbors, scale=float(count_scale),
         threshold=0, n=None, secure=resolve_rng(gen, where)[1], params=params, noisy_total=noisy_total,
-        unit=_unit_name(units), selection="optimal", counts_law=DiscreteLaplace(count_scale),
+        unit=unit, selection="optimal", counts_law=DiscreteLaplace(count_scale),
     )
 
 
@@ -1649,22 +1687,42 @@ def stable_histogram_from_counts(
     max_rows_per_key: int | None = None,
     unit: str | None = None,
     noise: str = "laplace",
+    selection: str = "threshold",
+    unit_counts: KeyCounts | None = None,
 ) -> HistogramRelease:
     """:func:`stable_histogram` on counts made by an engine (same parameters, same guarantee).
 
     ``key_counts.n`` (every record, missing keys included) is what the noisy total perturbs
     under add/remove. User level: give ``max_keys_per_unit`` and ``max_rows_per_key``;
     ``key_counts`` must be an engine's bounded counts (``keep_other=False``).
+    ``selection="optimal"`` (user level, Laplace noise): ``unit_counts`` are the same engine's
+    bounded counts at (ℓ0, 1) with the *same* secret (the distinct units per key; optional at
+    ℓ∞ = 1, where they equal ``key_counts``); with the generator that drew the secret as ``rng``
+    the release equals :func:`stable_histogram`'s (docs/proofs/histograms.md §8).
     """
     where = "stable_histogram"
     bounds = None
     if max_keys_per_unit is not None or max_rows_per_key is not None:
         bounds = _check_bounds(where, True, max_keys_per_unit, max_rows_per_key)
     neighbors = _resolve_neighbors(where, neighbors, bounds is not None)
+    check_choice(where, "selection", selection, ("threshold", "optimal"))
+    if selection == "optimal" and noise != "laplace":
+        raise fail(where, "noise", "'laplace' with selection='optimal'", noise)
     params = StableHistogramParams.build(
         epsilon, delta, neighbors, threshold, total_epsilon_share=total_epsilon_share, where=where, bounds=bounds,
         noise=noise,
     )
+    if selection == "optimal":
+        if bounds is None:
+            raise fail(where, "selection", "'optimal' only with units (user level)", "optimal")
+        if unit_counts is None and bounds[1] != 1:
+            raise fail(where, "unit_counts", "given with selection='optimal' and max_rows_per_key > 1", None)
+        _optimal_budget(where, params, bounds[0])  # before the generator is touched
+        gen = resolve_rng(rng, where)[0]
+        return _optimal_from_counts(where, key_counts, key_counts if unit_counts is None else unit_counts,
+                                    params, gen, ledger, unit or "units")
+    if unit_counts is not None:
+        raise fail(where, "unit_counts", "omitted with selection='threshold'", "given")
     return _stable_release(key_counts, params, rng, ledger, unit or "units")
 
 
