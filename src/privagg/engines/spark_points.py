@@ -18,9 +18,11 @@ clips and sums:
   term is at most ``2^SUM_BITS + √d/2`` in grid units, so any n < 10²⁶ rows fits). The per-row
   float arithmetic is numpy's, so Spark, numpy and DuckDB (which reads files into numpy) give the
   same integers for the same rows; only the totals reach the driver.
-* **Per-column scales** (when the mechanism runs that step): the rows' keyed hash (keys drawn on
-  the driver, :func:`~privagg.mechanisms.mean.row_keys`) computed in the tasks, a global
-  ``orderBy`` on (hash, bits of each column) — exactly the local order — and per sorted partition
+* **Per-column scales** (when the mechanism runs that step): each row's occurrence index among
+  identical rows (``row_number()`` over a window partitioned by the exact bits of its columns,
+  never by the doubles: Spark equates −0.0 with 0.0 and NaNs), the keyed hash of (row, index)
+  (keys drawn on the driver, :func:`~privagg.mechanisms.mean.row_keys`) computed in the tasks, a
+  global ``orderBy`` on (hash, bits of each column, index) — exactly the local order — and per sorted partition
   the local :func:`~privagg.mechanisms.mean.sorted_scale_counts` of its consecutive pairs; the
   driver adds the counts and the P − 1 pairs across partition boundaries, for which it receives
   the first and last row of each sorted partition (at most 2·P rows, P the number of shuffle
