@@ -165,16 +165,22 @@ def datasets_for_order() -> list[np.ndarray]:
 
 @pytest.mark.parametrize("coarse", [False, True])
 def test_keyed_row_order_equals_lexsort(monkeypatch, coarse):
-    """The same permutation as the full lexsort (hash, then the bits, then the index), also when
-    most hashes collide (a 2-bit hash, so ties between distinct rows are sorted by their bits)."""
+    """The same permutation as the full lexsort (hash of (row, j), then the bits, then j, then the
+    index; j the occurrence index among identical rows), also when most hashes collide (a 2-bit
+    hash, so ties between distinct rows are sorted by their bits)."""
     rng = np.random.default_rng(SEED)
     if coarse:
         full = M.row_hash
-        monkeypatch.setattr(M, "row_hash", lambda a, k: full(a, k) & np.uint64(3))
+        monkeypatch.setattr(M, "row_hash", lambda a, k, occ=None: full(a, k, occ) & np.uint64(3))
     for x in datasets_for_order():
         keys = M.row_keys(x.shape[1], rng)
-        assert np.array_equal(M._keyed_row_order(x, keys), lexsort_order(x, M.row_hash(x, keys))), \
-            f"seed={SEED}"
+        bits = np.ascontiguousarray(x).view(np.uint64)
+        j = M.occurrence_index([bits[:, c] for c in range(x.shape[1])])
+        want = np.lexsort([j] + [bits[:, c] for c in range(x.shape[1] - 1, -1, -1)]
+                          + [M.row_hash(x, keys, j)])
+        assert np.array_equal(M._keyed_row_order(x, keys), want), f"seed={SEED}"
+        if not j.any():  # duplicate-free: the order of the row alone (83876dc)
+            assert np.array_equal(want, lexsort_order(x, M.row_hash(x, keys)))
 
 
 def sort_scale_counts(xs: np.ndarray) -> np.ndarray:

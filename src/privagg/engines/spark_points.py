@@ -18,9 +18,11 @@ clips and sums:
   term is at most ``2^SUM_BITS + √d/2`` in grid units, so any n < 10²⁶ rows fits). The per-row
   float arithmetic is numpy's, so Spark, numpy and DuckDB (which reads files into numpy) give the
   same integers for the same rows; only the totals reach the driver.
-* **Per-column scales** (when the mechanism runs that step): the rows' keyed hash (keys drawn on
-  the driver, :func:`~privagg.mechanisms.mean.row_keys`) computed in the tasks, a global
-  ``orderBy`` on (hash, bits of each column) — exactly the local order — and per sorted partition
+* **Per-column scales** (when the mechanism runs that step): each row's occurrence index among
+  identical rows (``row_number()`` over a window partitioned by the exact bits of its columns,
+  never by the doubles: Spark equates −0.0 with 0.0 and NaNs), the keyed hash of (row, index)
+  (keys drawn on the driver, :func:`~privagg.mechanisms.mean.row_keys`) computed in the tasks, a
+  global ``orderBy`` on (hash, bits of each column, index) — exactly the local order — and per sorted partition
   the local :func:`~privagg.mechanisms.mean.sorted_scale_counts` of its consecutive pairs; the
   driver adds the counts and the P − 1 pairs across partition boundaries, for which it receives
   the first and last row of each sorted partition (at most 2·P rows, P the number of shuffle
@@ -261,19 +263,28 @@ class SparkPoints(PointSource):
         if self.exponents is not None:  # pragma: no cover - scales are computed on the raw rows
             raise AssertionError("SparkPoints.scale_counts: on scaled rows")
         d, ks = self.d, np.array(keys, dtype=np.uint64)
-        order_names = ["h"] + [f"o{j}" for j in range(d)]
+        order_names = ["h"] + [f"o{j}" for j in range(d)] + ["j"]
+        bit_names = [f"b{j}" for j in range(d)]
+
+        def raw_bits(batches: Iterator[Any]) -> Iterator[Any]:
+            for batch in batches:  # the exact bits (as int64): Spark would equate -0.0, 0.0 and NaNs
+                bits = _rows(batch, d, None).view(np.int64)
+                yield pa.RecordBatch.from_arrays([pa.array(bits[:, j]) for j in range(d)], names=bit_names)
 
         def keyed(batches: Iterator[Any]) -> Iterator[Any]:
             from privagg.mechanisms.mean import row_hash
 
             for batch in batches:
-                x = _rows(batch, d, None)
+                bits = np.empty((batch.num_rows, d), dtype=np.int64)
+                for j in range(d):
+                    bits[:, j] = batch.column(j).to_numpy()
+                ub = bits.view(np.uint64)
+                occ = batch.column(d).to_numpy().astype(np.int64)
                 with np.errstate(all="ignore"):
-                    h = row_hash(x, ks)
-                bits = x.view(np.uint64)
-                cols = [h] + [bits[:, j] for j in range(d)]  # unsigned order as signed: flip the sign bit
-                yield pa.RecordBatch.from_arrays([pa.array((v ^ _FLIP).view(np.int64)) for v in cols],
-                                                 names=order_names)
+                    h = row_hash(ub, ks, occ)
+                cols = [h] + [ub[:, j] for j in range(d)]  # unsigned order as signed: flip the sign bit
+                yield pa.RecordBatch.from_arrays([pa.array((v ^ _FLIP).view(np.int64)) for v in cols]
+                                                 + [pa.array(occ)], names=order_names)
 
         def pairs(batches: Iterator[Any]) -> Iterator[Any]:
             from pyspark import TaskContext
@@ -307,7 +318,15 @@ class SparkPoints(PointSource):
                                  StructField("counts", ArrayType(LongType(), False), False),
                                  StructField("first", ArrayType(DoubleType(), False), False),
                                  StructField("last", ArrayType(DoubleType(), False), False)])
-        ordered = _map(self.frame, keyed, key_schema).orderBy(*order_names)
+        # the occurrence index j of each copy among identical rows (by the exact bits)
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        bits_schema = StructType([StructField(n, LongType(), False) for n in bit_names])
+        copies = Window.partitionBy(*bit_names).orderBy(*bit_names)
+        indexed = _map(self.frame, raw_bits, bits_schema).withColumn(
+            "occ", (F.row_number().over(copies) - 1).cast("long"))
+        ordered = _map(indexed, keyed, key_schema).orderBy(*order_names)
         table = self._collect(_map(ordered, pairs, out_schema))
         parts = sorted(table.to_pylist(), key=lambda row: row["p"])
         total = np.zeros((d, SCALE_EXPONENTS.size), dtype=np.int64)

@@ -64,6 +64,8 @@ from .mean import (
     _float_down,
     _float_up,
     _frac,
+    _hash_order,
+    _runs_to_occurrence,
     mean_plan,
     noise_half_width,
     pair_factor,
@@ -526,10 +528,20 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws) -> 
 
     # 3. radius: report-noisy-max of the consecutive-pair counts in a keyed random order
     bits = np.ascontiguousarray(sv).view(np.uint64)[:, None]
-    h = row_hash(bits, draws.keys("order"))
-    # unstable: row_hash is a bijection of the bits, so equal hashes are equal values
+    keys = draws.keys("order")
+    h = row_hash(bits, keys)
+    # unstable: row_hash(·, 0) is a bijection of the bits, so equal hashes are equal values
     ho = np.argsort(h)
     ho = ho[np.argsort(sg[ho].astype(gdt), kind="stable")]
+    # the occurrence index j of each copy among the group's identical values (hashed with it,
+    # else copies are neighbours in the order and the consecutive differences 0): equal
+    # (group, hash) are equal (group, bits), consecutive in the order above
+    rep = (sg[ho][1:] == sg[ho][:-1]) & (h[ho][1:] == h[ho][:-1])
+    if rep.any():
+        occ = _runs_to_occurrence(rep, ho, np.zeros(sv.size, dtype=np.int64))
+        h = row_hash(bits, keys, occ)
+        ho = _hash_order(h, [bits[:, 0], occ])[0]  # ties by value bits, then j: a total order
+        ho = ho[np.argsort(sg[ho].astype(gdt), kind="stable")]
     hv, hg = sv[ho], sg[ho]
     same = hg[1:] == hg[:-1]
     d = hv[1:][same] - hv[:-1][same]

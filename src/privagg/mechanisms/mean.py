@@ -918,10 +918,11 @@ def _private_mean(source: PointSource, epsilon: Any, delta: Any, radius: Any, al
 
 
 def _row_order(x: np.ndarray, gen: np.random.Generator) -> np.ndarray:
-    """A random total order of the rows that is a function of each row alone and public
-    randomness: rows sorted by a keyed 64-bit hash of their bits (key drawn from ``gen``), ties
-    by the bits themselves. Adding a row inserts it at one place of the others' order; equal
-    rows are interchangeable."""
+    """A random total order of the rows that is a function of each row, its occurrence index
+    among identical rows and public randomness: rows sorted by a keyed 64-bit hash of
+    ``(bits, j)`` (key drawn from ``gen``; :func:`occurrence_index`), ties by the bits, then ``j``.
+    Adding a row inserts it at one place of the others' order (also a copy of a row already
+    there: it is the new item ``(z, m_z)``); identical rows are interchangeable."""
     return _keyed_row_order(x, row_keys(x.shape[1], gen))
 
 
@@ -930,9 +931,13 @@ def row_keys(d: int, gen: np.random.Generator) -> np.ndarray:
     return gen.integers(0, 2**63, size=(2, d), dtype=np.uint64) * np.uint64(2) + np.uint64(1)
 
 
-def row_hash(x: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """The keyed 64-bit hash (uint64) of each row's bits: a function of the row and the keys.
-    ``x``: (n, d) float64 rows, or their bits already viewed as uint64."""
+def row_hash(x: np.ndarray, keys: np.ndarray, occ: np.ndarray | None = None) -> np.ndarray:
+    """The keyed 64-bit hash (uint64) of each row's bits and occurrence index ``occ`` (``j``,
+    :func:`occurrence_index`; None: all 0): a function of ``(row, j)`` and the keys.
+    ``x``: (n, d) float64 rows, or their bits already viewed as uint64. ``h(row, 0)`` is the
+    hash of the row alone (the hash before occurrence indices, so duplicate-free data keep their
+    releases); for ``j >= 1`` the row's hash and ``j·k`` (``k = keys[0, 0]``, odd: injective in
+    ``j``) go through a second keyed finalizer (splitmix64's)."""
     n, d = x.shape
     bits = x if x.dtype == np.uint64 else np.ascontiguousarray(x).view(np.uint64)
     h = np.zeros(n, dtype=np.uint64)
@@ -942,26 +947,92 @@ def row_hash(x: np.ndarray, keys: np.ndarray) -> np.ndarray:
             h ^= h >> np.uint64(29)
         h *= np.uint64(0xBF58476D1CE4E5B9)
         h ^= h >> np.uint64(31)
+        if occ is not None:
+            occ = np.asarray(occ).astype(np.uint64)
+            more = np.flatnonzero(occ)
+            if more.size:
+                h[more] = _occurrence_mix(h[more], occ[more], keys)
     return h
 
 
-def _keyed_row_order(x: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """Rows sorted by :func:`row_hash`, ties by the bits of columns 0, 1, … (as unsigned), ties
-    of all of them by index: ``np.lexsort(bits[:, d−1], …, bits[:, 0], hash)``, computed as a
-    stable sort of the hash and a lexsort of only the rows whose hash is not unique (the same
-    permutation: both sorts are stable)."""
-    d = x.shape[1]
-    bits = np.ascontiguousarray(x).view(np.uint64)
-    h = row_hash(x, keys)
+def _occurrence_mix(h: np.ndarray, occ: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """The hash of copy ``j >= 1``: splitmix64's finalizer of ``(h ⊕ j·k0)·k1`` (odd keys)."""
+    with np.errstate(over="ignore"):
+        z = (h ^ (occ * keys[0, 0])) * keys[1, -1]
+        z ^= z >> np.uint64(30)
+        z *= np.uint64(0xBF58476D1CE4E5B9)
+        z ^= z >> np.uint64(27)
+        z *= np.uint64(0x94D049BB133111EB)
+        z ^= z >> np.uint64(31)
+    return z
+
+
+def occurrence_index(cols: list[np.ndarray]) -> np.ndarray:
+    """``j`` (int64) of each row: the number of rows before it (by index) with identical key
+    columns (``cols``: equal-length integer arrays, e.g. the bits of each column), so 0 for the
+    first copy, 1 for the second, …; the multiset of ``(row, j)`` is a function of the multiset of
+    rows, and adding a copy of ``z`` adds exactly ``(z, m_z)``. Vectorized: a stable lexsort, then
+    the position in the run of equal keys."""
+    n = cols[0].shape[0] if cols else 0
+    occ = np.zeros(n, dtype=np.int64)
+    if n < 2:
+        return occ
+    order = np.lexsort(cols[::-1]) if len(cols) > 1 else np.argsort(cols[0], kind="stable")
+    same = np.ones(n - 1, dtype=bool)
+    for c in cols:
+        cs = c[order]
+        same &= cs[1:] == cs[:-1]
+    return _runs_to_occurrence(same, order, occ)
+
+
+def _runs_to_occurrence(same: np.ndarray, order: np.ndarray, occ: np.ndarray) -> np.ndarray:
+    """``occ[order[i]]`` = i − (start of i's run), the runs given by ``same[i] = (i+1 ≡ i)``."""
+    idx = np.arange(order.size)
+    start = np.maximum.accumulate(np.where(np.concatenate([[True], ~same]), idx, 0))
+    occ[order] = idx - start
+    return occ
+
+
+def _hash_order(h: np.ndarray, ties: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """``np.lexsort(ties[::-1] + [h])`` (sort by ``h``, ties by ``ties[0]``, ``ties[1]``, …, then
+    index) computed as a stable sort of ``h`` and a lexsort of only the rows whose hash is not
+    unique (the same permutation: both sorts are stable); and the positions of those rows."""
     order = np.argsort(h, kind="stable")
     hs = h[order]
     tie = hs[1:] == hs[:-1]
+    pos = np.zeros(0, dtype=np.int64)
     if tie.any():
         pos = np.flatnonzero(np.concatenate([tie, [False]]) | np.concatenate([[False], tie]))
         rows = order[pos]  # runs of equal hash, each run in index order
-        sub = np.lexsort([bits[rows, j] for j in range(d - 1, -1, -1)] + [hs[pos]])
+        sub = np.lexsort([t[rows] for t in ties[::-1]] + [hs[pos]])
         order[pos] = rows[sub]
-    return order
+    return order, pos
+
+
+def _keyed_row_order(x: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Rows sorted by :func:`row_hash` of ``(row, j)`` (``j`` the occurrence index), ties by the
+    bits of columns 0, 1, … (as unsigned), then ``j``, ties of all of them (never: ``(row, j)`` is
+    unique) by index. Identical rows have equal ``h(row, 0)``, so ``j`` is computed from the runs
+    of equal hash of a first pass only: for duplicate-free data the first pass is the order
+    (``h(row, 0)`` is the old hash: the same order and releases as before)."""
+    d = x.shape[1]
+    bits = np.ascontiguousarray(x).view(np.uint64)
+    cols = [bits[:, j] for j in range(d)]
+    h = row_hash(bits, keys)
+    order, pos = _hash_order(h, cols)
+    if pos.size == 0:
+        return order
+    # after the first pass, identical rows are consecutive within the runs of equal hash
+    rows = order[pos]
+    same = np.ones(pos.size - 1, dtype=bool)
+    for c in cols:
+        cs = c[rows]
+        same &= cs[1:] == cs[:-1]
+    same &= pos[1:] == pos[:-1] + 1
+    occ = _runs_to_occurrence(same, rows, np.zeros(x.shape[0], dtype=np.int64))
+    if not occ.any():
+        return order
+    return _hash_order(row_hash(bits, keys, occ), cols + [occ])[0]
 
 
 def scale_counts(x: np.ndarray, order: np.ndarray) -> np.ndarray:
