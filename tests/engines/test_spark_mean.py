@@ -113,7 +113,8 @@ def test_seeded_release_is_the_local_code(spark, numeric_file: Path, monkeypatch
     subsample the tasks drew and the driver's generator: every other step is the local code.
     Negative control: another driver stream gives another release."""
     rng = np.random.default_rng(21)
-    x = rng.normal([10.0, -3.0], [1.0, 50.0], size=(4000, 2))
+    # n̂·ε >= COORD_SAMPLE·d: the FriendlyCore plan (the small-sample coordinate plan runs in memory only)
+    x = rng.normal([10.0, -3.0], [1.0, 50.0], size=(6000, 2))
     df = spark.createDataFrame(x.tolist(), "u double, v double").repartition(3)
     drawn: list[np.ndarray] = []
     real = sp.SparkPoints.poisson_sample
@@ -122,6 +123,7 @@ def test_seeded_release_is_the_local_code(spark, numeric_file: Path, monkeypatch
     got = M.private_mean(df, epsilon=1.0, delta=1e-6, rng=123, m_locate=1000)
     assert got.ok and got.scales is not None and len(drawn) == 1  # the scale step ran, on Spark
     assert 700 < drawn[0].shape[0] < 1300  # q = 1000/n̂
+    assert got.clip_rule != "coordinate"
 
     class Recorded(M.ArrayPoints):
         def poisson_sample(self, rate: float, gen: np.random.Generator) -> np.ndarray:
