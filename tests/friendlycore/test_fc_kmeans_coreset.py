@@ -8,7 +8,7 @@
   Measured over 20 seeds (``SEED`` … ``SEED + 19``): mixture ratios <= 1.0002 except one local
   optimum at 1.375 (``SEED + 18``), bound 1.5: 0/20 failures; sf-temps <= 1.006, bound 1.25:
   0/20 failures.
-* ⊥ below the documented size ``max(N_FLOOR, N_PER_CENTER·k·T)``, with the reason.
+* ⊥ below the documented size ``max(N_FLOOR, N_PER_CENTER·k·T, search_rows)``, with the reason.
 * Audits (:func:`privagg.testing.audit.audit_mechanism`, confidence 0.999: a correct mechanism
   is flagged with probability <= 10⁻³) of the coreset histogram and of one vectorized private
   Lloyd step, each with a negative control that must be flagged (the histogram without its
@@ -94,7 +94,7 @@ def test_real_dataset_sf_temps():
 def test_bottom_below_documented_size_with_reason():
     plan = K.coreset_plan(1.0, 1e-6, 2)
     need = plan.min_rows(3)
-    assert need == max(K.N_FLOOR, K.N_PER_CENTER * 3 * plan.threshold)
+    assert need == max(K.N_FLOOR, K.N_PER_CENTER * 3 * plan.threshold, plan.search_rows)
     rel = K.private_kmeans(mixture(need // 2, SEED), 3, epsilon=1.0, delta=1e-6, rng=SEED)
     assert not rel.ok and rel.centers is None
     assert f"below the {need} rows needed for k = 3" in rel.reason and "n̂ =" in rel.reason

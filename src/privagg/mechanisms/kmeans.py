@@ -579,8 +579,9 @@ def private_kmeans(
       released weighted cells, then ``CORESET_STEPS`` private Lloyd steps on all rows (all
       clusters at once; for ``d > D_CORE`` the first step is anchored at a global
       :func:`privagg.private_mean`). Works on overlapping clusters; ⊥ only when the noisy count
-      ``n̂`` is below ``max(N_FLOOR, N_PER_CENTER·k·T)`` (T the coreset threshold, public), or
-      when no cell reaches T.
+      ``n̂`` is below ``max(N_FLOOR, N_PER_CENTER·k·T, S)`` (T the coreset threshold, S the rows
+      the noisy cell-side search needs: ``CoresetPlan.search_rows``, 870 at ε = 1; both public),
+      or when no cell reaches T.
     * ``"aggregate"``: sample and aggregate — k-means++ on random parts, FriendlyCore on the
       tuples of centers with :func:`~privagg.friendlycore.predicates.tuple_match`, aligned
       friendly averaging, then private Lloyd steps. Needs clusters more than 6r apart (⊥ on most
@@ -789,8 +790,9 @@ def _private_kmeans_coreset(x: KMeansSource, k: int, epsilon: Any, delta: Any, r
 
     if n_hat < need:
         return release(None, f"n̂ = {n_hat} is below the {need} rows needed for k = {k} at this ε "
-                             f"and δ (max({N_FLOOR}, {N_PER_CENTER}·k·T) with coreset threshold "
-                             f"T = {plan.threshold})")
+                             f"and δ (max({N_FLOOR}, {N_PER_CENTER}·k·T, S) with coreset threshold "
+                             f"T = {plan.threshold} and S = {plan.search_rows}, the rows the noisy "
+                             f"cell-side search needs at this ε)")
     centers, reason, side, size = _coreset_kmeans(x, k, plan, n_hat, gen)
     return release(centers, reason, side, size)
 
@@ -800,8 +802,17 @@ D_CORE = 10
 D_PROJ = 8
 #: Cell sides searched: ``w_j = 2^{j/4}``, ``j = LEVEL_LO … LEVEL_HI`` (2⁻¹⁰⁰ … 2¹⁰⁰).
 LEVEL_LO, LEVEL_HI = -400, 400
-#: Noisy comparisons of the binary search over the levels (2^10 >= 801 levels).
+#: Noisy comparisons of the binary search over the levels (2^10 >= 801 levels). Comparison ``i``
+#: (0-based) gets ``ε_i = eps_level·2(LEVEL_STEPS − i)/(LEVEL_STEPS(LEVEL_STEPS + 1))`` (linearly
+#: decreasing, Σ ε_i = eps_level): a wrong answer at step ``i`` moves the result by up to
+#: ``801/2^{i+1}`` levels, so the early comparisons get the most budget (docs/proofs/kmeans.md §10).
 LEVEL_STEPS = 10
+#: The search's public size rule: ⊥ unless the first SEARCH_FAR_STEPS comparisons (whose wrong
+#: answers move the side by a factor >= 2^12) together go wrong with modeled probability
+#: ``Σ_i P[DLap(scale_i) >= n̂/2 − T] <= SEARCH_FAIL`` (the margin of a level far from the data's
+#: scale: ``f_j = 0`` below, ``n − T`` above, against the target ``n̂/2``).
+SEARCH_FAR_STEPS = 4
+SEARCH_FAIL = Fraction(1, 100)
 #: The search finds the least level ``j0`` whose heavy cells hold (beyond T each) LEVEL_MASS of
 #: n̂; the side used is then picked among ``j0 − PICK_WINDOW, j0 − PICK_WINDOW + 2, …, j0`` by
 #: report-noisy-max of the number of cells with at least T rows.
@@ -817,13 +828,14 @@ CORESET_STEPS = len(_STEP_WEIGHTS)
 #: Clip radius of a cluster: the CLIP_QUANTILE weighted quantile of its coreset cells'
 #: distances to the step's reference (plus half a cell diagonal).
 CLIP_QUANTILE = 0.99
-#: ⊥ below ``n̂ < N_PER_CENTER·k·T`` (T the coreset threshold) or ``n̂ < N_FLOOR``.
+#: ⊥ below ``n̂ < N_PER_CENTER·k·T`` (T the coreset threshold), ``n̂ < N_FLOOR`` or the search's
+#: size (SEARCH_FAIL).
 N_PER_CENTER = 4
 N_FLOOR = 200
 #: k-means++ restarts of the non-private k-means on the released coreset.
 CORESET_N_INIT = 4
 _C_SHARE_COUNT = Fraction(1, 40)
-_C_SHARE_LEVEL = Fraction(1, 20)
+_C_SHARE_LEVEL = Fraction(1, 10)  # was 1/20: flips at n ~ 10^3 (issue: far releases)
 _C_SHARE_PICK = Fraction(1, 10)
 _C_SHARE_CORE = Fraction(1, 5)
 _C_SHARE_ANCHOR = Fraction(1, 20)  # projected only: coordinate modes (step 1's reference)
@@ -845,8 +857,13 @@ class CoresetPlan:
     eps_count : Fraction
         ε of ``n̂``.
     eps_level : Fraction
-        The ``LEVEL_STEPS`` noisy comparisons of the cell-side search together (each
-        discrete Laplace of scale ``LEVEL_STEPS/eps_level``, sensitivity 1).
+        The ``LEVEL_STEPS`` noisy comparisons of the cell-side search together (sensitivity 1).
+    level_scales : tuple of Fraction
+        The discrete Laplace scale of each comparison, ``1/ε_i`` with ``ε_i = eps_level·2(L − i)/
+        (L(L + 1))``, ``L = LEVEL_STEPS`` (linearly decreasing ε_i, Σ ε_i = eps_level).
+    search_rows : int
+        The least ``n̂`` the search is reliable for: ``2(m + T)`` with ``m`` the least integer with
+        ``Σ_{i < SEARCH_FAR_STEPS} P[DLap(level_scales[i]) >= m] <= SEARCH_FAIL``.
     eps_pick : Fraction
         Report-noisy-max of the side among the window (discrete Laplace ``2/eps_pick``).
     eps_core, delta_core : Fraction
@@ -869,6 +886,8 @@ class CoresetPlan:
     projected: bool
     eps_count: Fraction
     eps_level: Fraction
+    level_scales: tuple[Fraction, ...]
+    search_rows: int
     eps_pick: Fraction
     eps_core: Fraction
     delta_core: Fraction
@@ -895,12 +914,14 @@ class CoresetPlan:
         return PrivacyLoss.approx(eps, self.delta_core + self.delta_anchor + self.delta_sum)
 
     def min_rows(self, k: int) -> int:
-        """The public size below which the release is ⊥: ``max(N_FLOOR, N_PER_CENTER·k·T)``."""
-        return max(N_FLOOR, N_PER_CENTER * k * self.threshold)
+        """The public size below which the release is ⊥: ``max(N_FLOOR, N_PER_CENTER·k·T,
+        search_rows)``."""
+        return max(N_FLOOR, N_PER_CENTER * k * self.threshold, self.search_rows)
 
     def public_parameters(self) -> dict[str, Any]:
         return {"strategy": "coreset", "projected": self.projected,
                 "eps_count": float(self.eps_count), "eps_level": float(self.eps_level),
+                "search_rows": self.search_rows,
                 "eps_pick": float(self.eps_pick),
                 "eps_core": float(self.eps_core), "threshold": self.threshold,
                 "eps_anchor": float(self.eps_anchor),
@@ -910,7 +931,8 @@ class CoresetPlan:
 def coreset_plan(epsilon: Any, delta: Any, d: int, *, where: str = "private_kmeans") -> CoresetPlan:
     """Split (ε, δ) between the steps of the coreset strategy (public only).
 
-    Shares (``_C_SHARE_*``): ε_n = ε/40, the cell-side search ε/20 and pick ε/10, the coreset histogram ε/5
+    Shares (``_C_SHARE_*``): ε_n = ε/40, the cell-side search ε/10 (split over its comparisons as
+    ``level_scales``) and pick ε/10, the coreset histogram ε/5
     with δ/4, for ``d > D_CORE`` the coordinate-mode anchor ε/20 with δ/8, per Lloyd step ε/40 for
     the cluster sizes; the clipped sums get the rest of ε and of δ as one ρ (certified by
     :func:`~privagg.mechanisms.mean.rho_for`), split between the ``CORESET_STEPS = 8`` steps as
@@ -932,6 +954,8 @@ def _coreset_plan(eps: Fraction, dlt: Fraction, d_proj: int) -> CoresetPlan:
     e_core = eps * _C_SHARE_CORE
     d_core = dlt * _C_DELTA_CORE
     threshold = max(1, 1 + DiscreteLaplace(1 / e_core).upper_quantile(float(_float_down(d_core))))
+    scales = _level_scales(e_lv)
+    search_rows = 2 * (_search_margin(scales) + threshold)
     used_e, used_d = e_n + e_lv + e_pk + e_core, d_core
     rho_a, t_a, e_a, d_a = Fraction(0), 0, Fraction(0), Fraction(0)
     if d_proj:
@@ -952,8 +976,36 @@ def _coreset_plan(eps: Fraction, dlt: Fraction, d_proj: int) -> CoresetPlan:
     rho = rho_for(e_sum_target, d_sum)
     rhos = tuple(rho * w for w in _STEP_WEIGHTS)
     e_sum = zcdp_to_epsilon(sum(rhos, Fraction(0)), d_sum)
-    return CoresetPlan(bool(d_proj), e_n, e_lv, e_pk, e_core, d_core, threshold, rho_a, t_a, e_a, d_a,
+    return CoresetPlan(bool(d_proj), e_n, e_lv, scales, search_rows, e_pk, e_core, d_core, threshold, rho_a, t_a, e_a, d_a,
                        e_sc, rhos, e_sum, d_sum)
+
+
+def _level_scales(e_lv: Fraction) -> tuple[Fraction, ...]:
+    """``1/ε_i``, ``ε_i = e_lv·2(L − i)/(L(L + 1))`` for ``i = 0 … L − 1`` (``L = LEVEL_STEPS``)."""
+    n = LEVEL_STEPS
+    return tuple(Fraction(n * (n + 1), 2 * (n - i)) / e_lv for i in range(n))
+
+
+def _search_margin(scales: tuple[Fraction, ...]) -> int:
+    """The least integer ``m >= 1`` with ``Σ_{i < SEARCH_FAR_STEPS} P[DLap(scales[i]) >= m] <=
+    SEARCH_FAIL`` (each tail rounded up; bisection, the sum decreases in ``m``)."""
+    from ..noise.distributions import DiscreteLaplace
+
+    dists = [DiscreteLaplace(b) for b in scales[:SEARCH_FAR_STEPS]]
+
+    def ok(m: int) -> bool:
+        return sum(dl.sf(m) for dl in dists) <= SEARCH_FAIL
+
+    lo, hi = 1, 2
+    while not ok(hi):
+        lo, hi = hi, 2 * hi
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def _anchor(x: np.ndarray, width: float, plan: CoresetPlan, gen: np.random.Generator) -> np.ndarray | None:
@@ -1018,10 +1070,12 @@ def _level_score(y: Any, shift: np.ndarray, j: int, mult: np.ndarray, threshold:
 def _search_level(y: Any, shift: np.ndarray, mult: np.ndarray, n_hat: int, plan: CoresetPlan,
                   gen: np.random.Generator) -> int:
     """Noisy binary search for the least level ``j`` with ``f_j >= LEVEL_MASS·n̂``: exactly
-    ``LEVEL_STEPS`` comparisons, each of ``f_j + DLap(LEVEL_STEPS/eps_level)`` (ε_level-DP)."""
+    ``LEVEL_STEPS`` comparisons, comparison ``i`` of ``f_j + DLap(plan.level_scales[i])``
+    (ε_i-DP, Σ ε_i = eps_level; the early ones, whose errors cost the most levels, are the most
+    accurate)."""
     lo, hi = LEVEL_LO, LEVEL_HI
     target = LEVEL_MASS * n_hat
-    noise = discrete_laplace(Fraction(LEVEL_STEPS) / plan.eps_level, size=LEVEL_STEPS, rng=gen)
+    noise = [int(discrete_laplace(b, rng=gen)) for b in plan.level_scales]
     for i in range(LEVEL_STEPS):
         mid = (lo + hi) // 2
         if _level_score(y, shift, mid, mult, plan.threshold) + int(noise[i]) >= target:
@@ -1159,7 +1213,9 @@ def _noisy_step(x: Any, label: Any, refs: np.ndarray, radii: np.ndarray,
     public values: noisy sizes (``DLap(1/eps_count)``, ℓ1 sensitivity 1) and noisy unit sums
     (discrete Gaussian, ρ; one row changes one cluster's d coordinates, as in §6.3). Returns the
     new centers ``refs + R·S̃/count`` (unchanged where the noisy size is below M_MIN) and the
-    noisy sizes. ``x``: an array with ``label`` its rows' labels, or a
+    noisy sizes. The step ``R·S̃/count`` is projected onto the clip ball ``‖step‖ <= R`` (radius
+    R of the cluster): post-processing of released values, and never farther from the clipped
+    mean, which lies in that (convex) ball. ``x``: an array with ``label`` its rows' labels, or a
     :class:`~privagg.engines.base.KMeansSource` with ``label`` a :class:`Labels` (the rows are
     labelled, counted and summed where they live)."""
     k, d = refs.shape
@@ -1179,7 +1235,11 @@ def _noisy_step(x: Any, label: Any, refs: np.ndarray, radii: np.ndarray,
                                    rng=gen).values.reshape(k, d)
     moved = sizes >= M_MIN
     out = refs.copy()
-    out[moved] += noisy[moved] * radii[moved, None] / sizes[moved, None]
+    with np.errstate(all="ignore"):
+        unit = noisy[moved] / sizes[moved, None]  # the clipped mean's unit step: norm <= 1 noise-free
+        norm = np.sqrt(np.einsum("ij,ij->i", unit, unit))
+        unit = np.where((norm > 1.0)[:, None], unit / norm[:, None], unit)
+    out[moved] += unit * radii[moved, None]  # the step projected onto the clip ball (post-processing)
     return _finite(out), sizes
 
 
