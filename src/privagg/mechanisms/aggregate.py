@@ -356,7 +356,8 @@ class AggregateRelease:
     split : dict
         {step: (ε, δ)} as floats (exact values: :attr:`split_exact`): the selection, one step per
         metric, one step ``"sum_<col>+mean_<col>"`` for a shared sum and mean, and
-        ``"count+[sum_<col>+]mean_<col>"`` for a count shared with them (module docstring); the values add up to (:attr:`epsilon`, :attr:`delta`).
+        ``"count+[sum_<col>+]mean_<col>"`` for a count shared with them (module docstring); the
+        values add up to (:attr:`epsilon`, :attr:`delta`).
     privacy_loss : PrivacyLoss
     secure : bool
         Whether the noise came from the secure generator (``rng=None``).

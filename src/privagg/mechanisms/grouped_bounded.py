@@ -689,8 +689,9 @@ def count_share_plan(*, lower: Any, upper: Any, epsilon_count: Any, epsilon_grou
     missing rows ``m``) per group, each with ``DLap(t_P)``, at the rest of the step. Shared iff
     the count is no noisier: ``2·t_P² <= t_C²`` (exact rationals). The mean and a shared sum
     are never worse (their count ``p̃`` gets ``ε_count + ε_G/2`` instead of ``ε_G/2``; ``S̃`` is
-    the same). With equal shares ``t_P ≈ t_C/1.5`` (``t_C/2`` with a shared sum): shared. Raises ParameterError when the shared
-    step refuses its parameters (validated as :func:`mean_plan`, :func:`count_plan`).
+    the same). With equal shares ``t_P ≈ t_C/1.5`` (``t_C/2`` with a shared sum): shared.
+    Raises ParameterError when the shared step refuses its parameters (validated as
+    :func:`mean_plan`, :func:`count_plan`).
     """
     where = "shared_count_means"
     mp = mean_plan(lower=lower, upper=upper, epsilon=epsilon_group, contribution=contribution)
