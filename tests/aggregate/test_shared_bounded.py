@@ -56,20 +56,23 @@ def test_mean_with_and_without_bounds_share_the_spec_name_and_are_refused_togeth
 def test_shared_step_replaces_the_two_steps_default_weights():
     mets = [privagg.count(), privagg.sum("x", (0, 10)), privagg.mean("x", (0, 10)), privagg.quantile("x", 0.5, (0, 10))]
     r = privagg.aggregate(_frame(), by="g", metrics=mets, epsilon=4, domain=[0, 1, 2], rng=2)
-    assert r.split_exact == {"count": (Fraction(1), 0), "sum_x+mean_x": (Fraction(2), 0), "q0.5_x": (Fraction(1), 0)}
-    assert list(r.split) == ["count", "sum_x+mean_x", "q0.5_x"]
+    # the count joins them (§8: tests/aggregate/test_count_shared.py)
+    assert r.split_exact == {"count+sum_x+mean_x": (Fraction(3), 0), "q0.5_x": (Fraction(1), 0)}
+    assert list(r.split) == ["count+sum_x+mean_x", "q0.5_x"]
     assert r.epsilon == 4.0 and r.delta == 0.0
     assert r.metrics == ("count", "sum_x", "mean_x", "q0.5_x")
+    r = privagg.aggregate(_frame(), by="g", metrics=mets[1:], epsilon=3, domain=[0, 1, 2], rng=2)
+    assert r.split_exact == {"sum_x+mean_x": (Fraction(2), 0), "q0.5_x": (Fraction(1), 0)}
 
 
 def test_shared_step_with_selection_and_weights():
     mets = [privagg.mean("x", (0, 10)), privagg.count(), privagg.sum("x", (0, 10))]
     r = privagg.aggregate(_frame(), by="g", metrics=mets, epsilon=5, delta=1e-6, rng=3,
                           weights={"selection": 1, "sum_x": 2, "mean_x": 1, "count": 1})
-    # shares 1, 1, 1, 2 of ε = 5; the pair (at the first member's place) gets 1 + 2; δ all to the selection
-    assert r.split_exact == {"selection": (Fraction(1), Fraction(1, 10**6)), "sum_x+mean_x": (Fraction(3), 0),
-                             "count": (Fraction(1), 0)}
-    assert list(r.split_exact) == ["selection", "sum_x+mean_x", "count"]
+    # shares 1, 1, 1, 2 of ε = 5; the pair and the count (§8; at the first member's place) get
+    # 1 + 2 + 1; δ all to the selection
+    assert r.split_exact == {"selection": (Fraction(1), Fraction(1, 10**6)), "count+sum_x+mean_x": (Fraction(4), 0)}
+    assert list(r.split_exact) == ["selection", "count+sum_x+mean_x"]
     assert r.epsilon == 5.0 and r.delta == 1e-6
 
 
@@ -85,7 +88,8 @@ def test_the_shared_step_gets_the_two_shares_once(monkeypatch):
 
     monkeypatch.setattr(gb, "shared_sums_means", spy)
     privagg.aggregate(_frame(), by="g", metrics=[privagg.sum("x", (0, 10)), privagg.mean("x", (0, 10)),
-                                                 privagg.count()], epsilon=Fraction(3), domain=[0, 1, 2], rng=4)
+                                                 privagg.quantile("x", 0.5, (0, 10))], epsilon=Fraction(3),
+                      domain=[0, 1, 2], rng=4)
     assert seen == [Fraction(2)]
 
 

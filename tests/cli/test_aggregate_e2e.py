@@ -69,8 +69,8 @@ def test_csv_every_metric_json_shape(data_csv, domain1, tmp_path):
     assert {"mechanism", "epsilon", "delta", "by", "split", "groups"} <= set(d)
     assert d["mechanism"] == "aggregate" and d["by"] == ["g"]
     names = ["count", "sum_v", "mean_v", "mean_u", "q0.5_v", "q0.9_v"]
-    # sum_v and mean_v (same column and bounds) are one shared step (aggregate_bounded.md §7)
-    assert set(d["split"]) == {"count", "sum_v+mean_v", "mean_u", "q0.5_v", "q0.9_v"} and d["selection"] == "domain"
+    # count, sum_v and mean_v (same column and bounds) are one shared step (aggregate_bounded.md §7, §8)
+    assert set(d["split"]) == {"count+sum_v+mean_v", "mean_u", "q0.5_v", "q0.9_v"} and d["selection"] == "domain"
     assert Fraction(d["epsilon"]).limit_denominator(1000) == 6 and 0 < d["delta"] <= 1e-6
     assert d["intervals"] == {"count": "noise95", "sum_v": "noise95", "mean_v": "noise95", "mean_u": "noise95",
                               "q0.5_v": "grid_cell", "q0.9_v": "grid_cell"}

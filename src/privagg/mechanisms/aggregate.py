@@ -19,9 +19,14 @@ together from ONE noisy count and ONE noisy centered sum (mean = mid + S̃/n̂, 
 at the two shares added up, ε_sum + ε_mean, when the public rule of
 :func:`~privagg.mechanisms.grouped_bounded.share_plan` says the sum is no noisier that way (always
 with equal weights); the two steps are then one, reported as ``"sum_<col>+mean_<col>"`` with that
-ε (their weights stay the keys of ``weights``). ``count()`` is never shared: it counts rows, while
-the mean's count counts the rows with a present value in the column, and which rows those are is
-data (docs/proofs/aggregate_bounded.md §7). ``delta`` must be > 0 when some step needs it;
+ε (their weights stay the keys of ``weights``). ``count()`` counts rows, while the mean's count
+counts the rows with a present value in the column (which rows those are is data), so ``count()``
+joins a bounded mean by the pair (present rows, missing rows) per group — one noisy pair with the
+sensitivity of one count; count = p̃ + m̃, the mean (and its shared sum) use p̃ — for the FIRST
+bounded mean in the query's order for which the public rule of
+:func:`~privagg.mechanisms.grouped_bounded.count_share_plan` says the count is no noisier
+(always with equal weights): one step ``"count+mean_<col>"`` or ``"count+sum_<col>+mean_<col>"``
+at ε_count + ε_G (docs/proofs/aggregate_bounded.md §8). ``delta`` must be > 0 when some step needs it;
 a δ that no step needs is not spent (the release and the ledger say δ = 0). The steps compose
 sequentially (all read the same rows); each metric is itself a parallel composition over the
 disjoint groups. Proofs: ``docs/proofs/aggregate.md``.
@@ -350,8 +355,9 @@ class AggregateRelease:
         The guarantee of the whole release (what a ledger is charged); δ = 0 when no step needs δ.
     split : dict
         {step: (ε, δ)} as floats (exact values: :attr:`split_exact`): the selection, one step per
-        metric, and one step ``"sum_<col>+mean_<col>"`` for a shared sum and mean (module
-        docstring); the values add up to (:attr:`epsilon`, :attr:`delta`).
+        metric, one step ``"sum_<col>+mean_<col>"`` for a shared sum and mean, and
+        ``"count+[sum_<col>+]mean_<col>"`` for a count shared with them (module docstring); the
+        values add up to (:attr:`epsilon`, :attr:`delta`).
     privacy_loss : PrivacyLoss
     secure : bool
         Whether the noise came from the secure generator (``rng=None``).
@@ -571,7 +577,7 @@ def aggregate(
         Add/remove one unit (record), or replace one by another.
     weights : dict, optional
         {step: weight > 0} for the split (steps: ``"selection"`` and the metric names; a shared
-        sum and mean get the sum of their two weights).
+        sum and mean get the sum of their two weights, a shared count, sum and mean the three).
     where : str, optional
         A public SQL filter over the table's columns (checked by
         :func:`privagg.engines.where.check_where`; 1-stable; a row whose evaluation fails is
@@ -627,15 +633,16 @@ def aggregate(
     shares = split_budget(steps, eps, dlt, weights, where=caller)  # per metric (weights by metric name)
     contribution = Contribution(max_groups=l0, max_rows=linf, replace=replace)
     shared = _shared_pairs(mets, shares, contribution)
-    split = _merge_split(shares, shared)
+    joint = _count_joint(mets, shares, shared, contribution)
+    split = _merge_split(shares, shared, joint)
     if dom is None:
         from .partition_selection import keep_numerators
 
         sel_eps, sel_dlt = selection_parameters(*split["selection"], l0, replace)
         keep_numerators(sel_eps, sel_dlt, where=caller)  # validates ε_sel/k (a public parameter)
     for m in mets:  # every metric's own public checks at its share: after the charge nothing fails
-        if m.name in shared:
-            continue  # planned by share_plan at the shared step's ε
+        if m.name in shared or joint is not None and m.name in joint.names:
+            continue  # planned by share_plan / count_share_plan at the shared step's ε
         try:
             m.plan(*split[m.name], contribution)
         except ParameterError as exc:
@@ -674,6 +681,21 @@ def aggregate(
     for m in mets:  # in the query's order (the draws' order is public)
         if m.name in results:
             continue
+        if joint is not None and m.name in joint.names:
+            if cand.size:
+                from .grouped_bounded import shared_count_means
+
+                lo, hi = joint.mean.bounds
+                r_c, r_s, r_m = shared_count_means(
+                    cand.rows, cand.values[joint.mean.column], lower=lo, upper=hi,
+                    epsilon_count=joint.epsilon_count, epsilon_group=joint.epsilon_group,
+                    contribution=contribution, rng=gen, with_sum=joint.sum is not None)
+            else:
+                r_c, r_s, r_m = _empty(joint.count), _empty(joint.mean), _empty(joint.mean)
+            results[joint.count.name], results[joint.mean.name] = r_c, r_m
+            if joint.sum is not None:
+                results[joint.sum.name] = r_s
+            continue
         if m.name in shared:
             s_m, b_m = shared[m.name]
             if cand.size:
@@ -701,8 +723,9 @@ def _shared_pairs(mets: tuple[_Metric, ...], shares: dict[str, tuple[Fraction, F
     """{metric name: (sum, mean)} for every ``sum(col, b)`` and bounded ``mean(col, b)`` of the
     same column and bounds that :func:`~privagg.mechanisms.grouped_bounded.share_plan` shares
     (public: the metrics, their ε shares and the contribution; ParameterError before the charge
-    when neither way can run). count() is never shared: it counts rows, the mean's count counts
-    the rows whose value in the column is present, and which rows those are is data."""
+    when neither way can run). count() is not shared here (it counts rows, the mean's count the rows
+    whose value in the column is present, and which rows those are is data): see
+    :func:`_count_joint`."""
     from .grouped_bounded import share_plan
 
     sums = {(m.column, m.bounds): m for m in mets if isinstance(m, Sum)}
@@ -724,12 +747,67 @@ def _shared_pairs(mets: tuple[_Metric, ...], shares: dict[str, tuple[Fraction, F
     return out
 
 
-def _merge_split(shares: dict[str, tuple[Fraction, Fraction]], shared: dict[str, tuple[Sum, Mean]]
-                 ) -> dict[str, tuple[Fraction, Fraction]]:
-    """The steps as released: each shared pair's two shares become one step ``sum_<col>+mean_<col>``
-    (at the first one's place) with ε = their sum (pure ε: δ = 0); the others as they are."""
+@dataclass(frozen=True)
+class _Joint:
+    """``count()`` released with a bounded mean (and its shared sum): one step (§8 of
+    docs/proofs/aggregate_bounded.md)."""
+
+    count: Count
+    sum: Sum | None
+    mean: Mean
+    epsilon_count: Fraction
+    epsilon_group: Fraction
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(m.name for m in (self.count, self.sum, self.mean) if m is not None)
+
+    @property
+    def step(self) -> str:
+        """``count+mean_<col>`` or ``count+sum_<col>+mean_<col>``."""
+        return "+".join(self.names)
+
+
+def _count_joint(mets: tuple[_Metric, ...], shares: dict[str, tuple[Fraction, Fraction]],
+                 shared: dict[str, tuple[Sum, Mean]], contribution: Contribution) -> _Joint | None:
+    """``count()`` with the FIRST bounded ``mean(col, b)`` in the query's order (with its sum when
+    :func:`_shared_pairs` shares them) for which
+    :func:`~privagg.mechanisms.grouped_bounded.count_share_plan` says the count is no noisier;
+    None if there is no count, no such mean, or the rule says no. Public: the metrics, their ε
+    shares and the contribution. A step that refuses its parameters is not shared (the metrics'
+    own checks then decide)."""
+    from .grouped_bounded import count_share_plan
+
+    cnt = next((m for m in mets if isinstance(m, Count)), None)
+    if cnt is None:
+        return None
+    for m in mets:
+        if not isinstance(m, Mean) or m.bounds is None:
+            continue
+        s = shared[m.name][0] if m.name in shared else None
+        e_g = shares[m.name][0] + (shares[s.name][0] if s is not None else 0)
+        e_c = shares[cnt.name][0]
+        try:
+            plan = count_share_plan(lower=m.bounds[0], upper=m.bounds[1], epsilon_count=e_c,
+                                    epsilon_group=e_g, contribution=contribution)
+        except ParameterError:
+            continue
+        if plan.shared:
+            return _Joint(cnt, s, m, e_c, e_g)
+    return None
+
+
+def _merge_split(shares: dict[str, tuple[Fraction, Fraction]], shared: dict[str, tuple[Sum, Mean]],
+                 joint: _Joint | None = None) -> dict[str, tuple[Fraction, Fraction]]:
+    """The steps as released: ``joint``'s metrics become one step ``count+[sum_<col>+]mean_<col>``
+    with ε = ε_count + ε_G; each other shared pair's two shares one step ``sum_<col>+mean_<col>``
+    with ε = their sum; each at its first member's place, pure ε (δ = 0); the others as they are."""
     out: dict[str, tuple[Fraction, Fraction]] = {}
     for name, (e, d) in shares.items():
+        if joint is not None and name in joint.names:
+            if joint.step not in out:
+                out[joint.step] = (joint.epsilon_count + joint.epsilon_group, Fraction(0))
+            continue
         if name not in shared:
             out[name] = (e, d)
             continue

@@ -5,7 +5,8 @@ unit's contribution, selects or fixes the released groups, and numbers them ``0 
 released order. Each metric is then a *vectorized* function of the rows of those groups — one
 numpy pass over all groups, never a Python loop per group — that returns a :class:`MetricResult`:
 
-- :mod:`privagg.mechanisms.grouped_bounded`: ``noisy_counts``, ``clamped_sums``, ``bounded_means``;
+- :mod:`privagg.mechanisms.grouped_bounded`: ``noisy_counts``, ``clamped_sums``, ``bounded_means``
+  (and the shared releases ``shared_sums_means``, ``shared_count_means``);
 - :mod:`privagg.mechanisms.grouped_mean`: ``friendly_means`` (no bounds: FriendlyCore per group);
 - :mod:`privagg.mechanisms.grouped_quantile`: ``quantiles`` (with or without bounds).
 
@@ -57,7 +58,9 @@ class GroupedValues:
         (``offsets`` delimit each group's rows).
     values : np.ndarray
         float64 (n,), finite (rows whose value is missing, non-numeric, NaN or ±inf are removed by
-        the engine: a 1-stable, declared policy).
+        the engine: a 1-stable, declared policy). They are a subset of the bounded rows that the
+        engine's ``Candidates.rows`` counts (what ``count()`` counts): a group's rows with a
+        missing value are ``rows_g − len(group g)``, which ``shared_count_means`` releases.
     n_groups : int
         G, the number of released groups (public: a domain, or the output of the selection).
     """

@@ -3,7 +3,9 @@
 The primitives that :func:`privagg.aggregate` calls for ``count()``, ``sum(col, bounds)`` and
 ``mean(col, bounds=(lo, hi))`` (contract: :mod:`privagg.mechanisms.grouped`); a sum and a mean of
 the same column with the same bounds in one query share one noisy count and one noisy centered
-sum (:func:`shared_sums_means`, chosen by the public rule of :func:`share_plan`). Each is one numpy
+sum (:func:`shared_sums_means`, chosen by the public rule of :func:`share_plan`), and ``count()``
+with a bounded mean share the pair (present, missing rows) of noisy counts
+(:func:`shared_count_means`, rule :func:`count_share_plan`). Each is one numpy
 pass over all groups (``np.add.reduceat`` over the group-sorted rows), never a Python loop per
 group or per row. Proofs: ``docs/proofs/aggregate_bounded.md``.
 
@@ -48,15 +50,18 @@ from .grouped import Contribution, GroupedValues, MetricResult
 
 __all__ = [
     "CountPlan",
+    "CountSharePlan",
     "MeanPlan",
     "SharePlan",
     "SumPlan",
     "bounded_means",
     "clamped_sums",
     "count_plan",
+    "count_share_plan",
     "mean_plan",
     "noisy_counts",
     "share_plan",
+    "shared_count_means",
     "shared_sums_means",
     "sum_plan",
 ]
@@ -518,10 +523,12 @@ def bounded_means(gv: GroupedValues, *, lower: float, upper: float, epsilon: Any
 
 
 def _bounded_means(gv: GroupedValues, where: str, lower: float, upper: float, epsilon: Any,
-                   contribution: Contribution, rng: np.random.Generator
+                   contribution: Contribution, rng: np.random.Generator, plan: MeanPlan | None = None
                    ) -> tuple[MetricResult, np.ndarray, np.ndarray, MeanPlan]:
-    """:func:`bounded_means` and its two noisy quantities ``(result, n̂, S̃ in real units, plan)``."""
-    plan = mean_plan(lower=lower, upper=upper, epsilon=epsilon, contribution=contribution)
+    """:func:`bounded_means` and its two noisy quantities ``(result, n̂, S̃ in real units, plan)``;
+    ``plan`` (from :func:`count_share_plan`) replaces ``mean_plan(…, epsilon)`` when given."""
+    if plan is None:
+        plan = mean_plan(lower=lower, upper=upper, epsilon=epsilon, contribution=contribution)
     gen = _rng(rng)
     gv = _check_values(where, gv)
     lo, hi = plan.centered.lower, plan.centered.upper
@@ -576,6 +583,11 @@ def shared_sums_means(gv: GroupedValues, *, lower: float, upper: float, epsilon:
     """
     means, n_hat, s_hat, plan = _bounded_means(gv, "shared_sums_means", lower, upper, epsilon,
                                                contribution, rng)
+    return _sum_from(n_hat, s_hat, plan), means
+
+
+def _sum_from(n_hat: np.ndarray, s_hat: np.ndarray, plan: MeanPlan) -> MetricResult:
+    """The sum ``S̃ + mid·n̂`` and its interval (post-processing of the mean's two draws)."""
     value = s_hat + plan.mid * n_hat
     a = (plan.centered.half_width + 0.5) * math.ldexp(1.0, plan.centered.exponent)
     w = a + abs(plan.mid) * float(plan.count.half_width)
@@ -583,7 +595,7 @@ def shared_sums_means(gv: GroupedValues, *, lower: float, upper: float, epsilon:
     slack = w * 2.0**-50 + (np.abs(s_hat) + np.abs(plan.mid * n_hat)) * 2.0**-50
     low = np.nextafter(value - (w + slack), -np.inf)
     high = np.nextafter(value + (w + slack), np.inf)
-    return _result(value, low, high, plan.epsilon), means
+    return _result(value, low, high, plan.epsilon)
 
 
 @dataclass(frozen=True)
@@ -635,3 +647,116 @@ def share_plan(*, lower: Any, upper: Any, epsilon_sum: Any, epsilon_mean: Any,
         mean_plan(lower=lower, upper=upper, epsilon=epsilon_mean, contribution=contribution)  # may raise
         return SharePlan(False, None, v_direct)
     return SharePlan(v_direct is None or v_shared <= v_direct, v_shared, v_direct)
+
+
+# ------------------------------------------------------------- count() with a bounded mean
+@dataclass(frozen=True)
+class CountSharePlan:
+    """The public calibration of :func:`shared_count_means` and the rule (:func:`count_share_plan`).
+
+    Attributes
+    ----------
+    shared : bool
+        True: ``count()`` joins the mean's step (the pair ``(p̃, m̃)``); False: it runs on its own.
+    mean : MeanPlan
+        ``count`` = the pair's plan (each of ``p̃``, ``m̃``: ``Δ = f·ℓ0·ℓ∞`` at the target
+        ``float_down(ε_count + ε_G − float_down(ε_G/2))``, quantile at 2.5 %); ``centered`` and
+        ``mid`` exactly those of :func:`mean_plan` at ``ε_G``. ``mean.epsilon`` is the guarantee
+        of the whole step (``<= ε_count + ε_G``).
+    count_half_width : int
+        A ``k`` with ``P[|Z_p + Z_m| > k] <= 5 %`` for two independent ``DLap(t_P)``
+        (:meth:`~privagg.noise.distributions.DiscreteLaplace.sum_abs_quantile`, exact decision).
+    shared_variance, direct_variance : Fraction or None
+        ``2·t_P²`` (the count ``p̃ + m̃``) and ``t_C²`` (:func:`count_plan` at ``ε_count``), in
+        squared rows (``Var DLap(t) ≈ 2t²``, the factor 2 common); None where the direct count
+        refuses its parameters.
+    """
+
+    shared: bool
+    mean: MeanPlan
+    count_half_width: int
+    shared_variance: Fraction
+    direct_variance: Fraction | None
+
+
+def count_share_plan(*, lower: Any, upper: Any, epsilon_count: Any, epsilon_group: Any,
+                     contribution: Contribution) -> CountSharePlan:
+    """Whether ``count()`` is released with a bounded mean of ``[lower, upper]`` (public rule).
+
+    ``ε_G`` (``epsilon_group``) is the mean's share, or ``ε_sum + ε_mean`` for a shared sum and
+    mean (:func:`share_plan`). The step at ``ε_count + ε_G``: the centered sum ``S̃`` as in
+    :func:`mean_plan` at ``ε_G`` (``float_down(ε_G/2)``), and the pair (present rows ``p``,
+    missing rows ``m``) per group, each with ``DLap(t_P)``, at the rest of the step. Shared iff
+    the count is no noisier: ``2·t_P² <= t_C²`` (exact rationals). The mean and a shared sum
+    are never worse (their count ``p̃`` gets ``ε_count + ε_G/2`` instead of ``ε_G/2``; ``S̃`` is
+    the same). With equal shares ``t_P ≈ t_C/1.5`` (``t_C/2`` with a shared sum): shared.
+    Raises ParameterError when the shared step refuses its parameters (validated as
+    :func:`mean_plan`, :func:`count_plan`).
+    """
+    where = "shared_count_means"
+    mp = mean_plan(lower=lower, upper=upper, epsilon=epsilon_group, contribution=contribution)
+    eps_c = _check_epsilon(where, epsilon_count)
+    eps_g = _check_epsilon(where, epsilon_group)
+    c = _check_contribution(where, contribution)
+    half = Fraction(_float_down(eps_g / 2))  # the centered sum's target, as in mean_plan
+    pair = _count_plan(where, _target(eps_c + eps_g - half), c, (1 - LEVEL) / 2)
+    k = DiscreteLaplace(pair.scale).sum_abs_quantile(2, float(1 - LEVEL))
+    v_shared = 2 * pair.scale**2
+    try:
+        v_direct: Fraction | None = count_plan(epsilon=eps_c, contribution=c).scale ** 2
+    except ParameterError:
+        v_direct = None
+    return CountSharePlan(v_direct is None or v_shared <= v_direct, MeanPlan(pair, mp.centered, mp.mid), k,
+                          v_shared, v_direct)
+
+
+def shared_count_means(rows: np.ndarray, gv: GroupedValues, *, lower: float, upper: float,
+                       epsilon_count: Any, epsilon_group: Any, contribution: Contribution,
+                       rng: np.random.Generator, with_sum: bool = False
+                       ) -> tuple[MetricResult, MetricResult | None, MetricResult]:
+    """``count()``, ``mean(col, b)`` (and ``sum(col, b)``) from the pair of noisy counts
+    ``(p̃, m̃)`` and one noisy centered sum ``S̃`` (docs/proofs/aggregate_bounded.md §8).
+
+    ``p_g`` = the group's rows with a present (finite) value of the column (``gv``), ``m_g =
+    rows_g − p_g`` the others; ``p̃ = p + DLap(t_P)``, then ``S̃`` (as :func:`bounded_means`),
+    then ``m̃ = m + DLap(t_P)`` (:func:`count_share_plan`). Post-processing: ``count = p̃ + m̃``,
+    the mean ``clamp(mid + S̃/p̃, lo, hi)`` exactly as :func:`bounded_means` with ``n̂ = p̃``, the
+    sum ``S̃ + mid·p̃`` as :func:`shared_sums_means`.
+
+    Parameters
+    ----------
+    rows : numpy.ndarray of int64, shape (G,)
+        The bounded rows per group (what ``count()`` counts); ``rows_g >= p_g`` (the engine's
+        contract: ``gv`` holds a subset of those rows).
+    gv : GroupedValues
+        The column's present values of the same groups.
+    epsilon_count, epsilon_group : Fraction
+        ``count()``'s share and ``ε_G`` (the mean's, or the shared sum and mean's).
+
+    Returns
+    -------
+    (MetricResult, MetricResult or None, MetricResult)
+        The count (``value ∓ k``, ``k`` of :class:`CountSharePlan`: contains the bounded row
+        count with probability ``>= 95 %``), the sum (None unless ``with_sum``), the mean
+        (``extra["n_hat"]`` = ``p̃``). Each reports the step's guarantee ``<= ε_count + ε_G``.
+    """
+    where = "shared_count_means"
+    plan = count_share_plan(lower=lower, upper=upper, epsilon_count=epsilon_count,
+                            epsilon_group=epsilon_group, contribution=contribution)
+    gen = _rng(rng)
+    gv = _check_values(where, gv)
+    g_count = int(gv.n_groups)
+    present = np.diff(np.searchsorted(np.asarray(gv.group), np.arange(g_count + 1, dtype=np.int64)))
+    r = np.asarray(rows)
+    if (r.shape != (g_count,) or not np.issubdtype(r.dtype, np.integer)
+            or bool(np.any(r < present))):
+        raise fail(where, "rows", "int row counts per group, each >= the group's present values",
+                   f"shape {r.shape}, {r.dtype}")
+    means, p_hat, s_hat, mp = _bounded_means(gv, where, lower, upper, None, contribution, gen,
+                                             plan=plan.mean)
+    m_hat = _laplace_release((r - present).astype(np.int64), mp.count, gen)
+    value = p_hat + m_hat
+    k = float(plan.count_half_width)
+    counts = _result(value, value - k, value + k, mp.epsilon)
+    sums = _sum_from(p_hat, s_hat, mp) if with_sum else None
+    return counts, sums, means

@@ -1,0 +1,287 @@
+"""count() shares the noisy pair (present rows, missing rows) with a bounded mean
+(docs/proofs/aggregate_bounded.md §8).
+
+Known answers: the merged step of the split and its ε (rationals), the public rule's scales (literal
+numbers, recomputed by hand from the proof's formulas), the draws (the shared release IS
+``_bounded_means`` with the pair's plan, then ``m̃``; count = p̃ + m̃), and, with the noise removed,
+count() counting the rows whose value is NULL / NaN / ±inf / non-numeric while the mean's n̂ does not.
+
+Audit (privagg.testing.audit_samples, confidence 0.999: a correct mechanism fails with probability
+<= 1e-3 per audit; fixed seed, printed): the released count, sum and mean together on worst-case
+neighbours for the pair (a record whose value is missing; a unit with ℓ0 = 2, ℓ∞ = 3 split between
+present and missing values) must not show a loss above ε = 1 and must show one above 0.6 / 0.4
+(power; the true losses are 0.75 and ~0.875). Negative control: the pair calibrated to 2ε_P, as if
+its sensitivity were half (true losses 1.5 and ~1.625), must be detected.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import privagg
+import privagg.noise.grid as grid_mod
+from privagg.accounting.ledger import Ledger
+from privagg.mechanisms import grouped_bounded as gb
+from privagg.mechanisms.grouped import Contribution, GroupedValues
+from privagg.testing.audit import audit_samples
+
+SEED = 515151
+CONFIDENCE = 0.999
+BLOCKS = 20_000
+
+
+def _frame(seed: int = 0, n: int = 3000, missing: int = 100) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame({"g": rng.integers(0, 3, n), "x": rng.uniform(0.0, 10.0, n)})
+    df.loc[: missing - 1, "x"] = np.nan
+    return df
+
+
+def _zero_noise(monkeypatch):
+    monkeypatch.setattr(grid_mod, "_laplace_flat", lambda scale, n, gen: np.zeros(n, np.int64))
+
+
+# --------------------------------------------------------------------------------- the split
+def test_count_joins_the_mean_default_weights():
+    """Old code: separate steps {"count", "mean_x"}."""
+    r = privagg.aggregate(_frame(), by="g", metrics=[privagg.count(), privagg.mean("x", (0, 10))],
+                          epsilon=2, domain=[0, 1, 2], rng=1)
+    assert r.split_exact == {"count+mean_x": (Fraction(2), 0)}
+    assert r.metrics == ("count", "mean_x") and r.epsilon == 2.0 and r.delta == 0.0
+
+
+def test_count_joins_the_shared_sum_and_mean_at_the_first_members_place():
+    mets = [privagg.quantile("x", 0.5, (0, 10)), privagg.sum("x", (0, 10)), privagg.count(),
+            privagg.mean("x", (0, 10))]
+    r = privagg.aggregate(_frame(), by="g", metrics=mets, epsilon=4, domain=[0, 1, 2], rng=2)
+    assert r.split_exact == {"q0.5_x": (Fraction(1), 0), "count+sum_x+mean_x": (Fraction(3), 0)}
+    assert list(r.split) == ["q0.5_x", "count+sum_x+mean_x"]
+
+
+def test_count_shared_with_selection_weights_and_ledger(tmp_path):
+    led = Ledger.create(tmp_path / "l.db", epsilon=10, delta=1e-5)
+    r = privagg.aggregate(_frame(), by="g", metrics=[privagg.mean("x", (0, 10)), privagg.count()],
+                          epsilon=4, delta=1e-6, rng=3, ledger=led,
+                          weights={"selection": 1, "count": 1, "mean_x": 2})
+    # shares 1, 2, 1 of ε = 4: the merged step gets 2 + 1 at the mean's place; δ all to the selection
+    assert r.split_exact == {"selection": (Fraction(1), Fraction(1, 10**6)), "count+mean_x": (Fraction(3), 0)}
+    # ε_P = 1 + 1 (ε_G = 2): 2·(1/2)² <= 1²; with weights count 3, mean 1: ε_P = 3.5 < √2·3, not shared
+    p = gb.count_share_plan(lower=0, upper=10, epsilon_count=3, epsilon_group=1, contribution=Contribution())
+    assert not p.shared and p.shared_variance == Fraction(8, 49) > p.direct_variance == Fraction(1, 9)
+    params = led.charges()[-1].parameters
+    assert params["split"] == {"selection": ["1", "1/1000000"], "count+mean_x": ["3", "0"]}
+
+
+def test_direct_count_when_the_rule_says_so():
+    """Weights count 10, mean 1: ε_P = 10.5, 2·(2/21)² > (1/10)²: not shared, as before."""
+    r = privagg.aggregate(_frame(), by="g", metrics=[privagg.count(), privagg.mean("x", (0, 10))],
+                          epsilon=11, domain=[0, 1, 2], rng=4, weights={"count": 10, "mean_x": 1})
+    assert r.split_exact == {"count": (Fraction(10), 0), "mean_x": (Fraction(1), 0)}
+    p = gb.count_share_plan(lower=0, upper=10, epsilon_count=10, epsilon_group=1, contribution=Contribution())
+    assert not p.shared and (p.shared_variance, p.direct_variance) == (Fraction(8, 441), Fraction(1, 100))
+
+
+def test_first_bounded_mean_is_taken_and_sum_alone_is_not():
+    df = _frame().assign(y=lambda d: d.x * 2)
+    mets = [privagg.sum("x", (0, 10)), privagg.count(), privagg.mean("y", (0, 20)), privagg.mean("x", (0, 10))]
+    r = privagg.aggregate(df, by="g", metrics=mets, epsilon=4, domain=[0, 1, 2], rng=5)
+    assert list(r.split) == ["sum_x+mean_x", "count+mean_y"]
+    r = privagg.aggregate(df, by="g", metrics=[privagg.count(), privagg.sum("x", (0, 10))], epsilon=2,
+                          domain=[0, 1, 2], rng=5)
+    assert list(r.split) == ["count", "sum_x"]
+
+
+# ------------------------------------------------------------------------ the rule's numbers
+@pytest.mark.parametrize(("e_c", "e_g", "c", "t_p", "k_count", "k_p", "t_s"), [
+    # record level, [0, 10]: ε_G = 1 → ε_½ = 1/2, ε_P = 1 + 1/2: t_P = 2/3; S̃ as mean_plan(1): t_s = 2562
+    (1, 1, Contribution(), Fraction(2, 3), 4, 2, 2562),
+    # with a shared sum: ε_G = 2 → ε_P = 2, t_P = 1/2; S̃ as mean_plan(2): 1281 (test_shared_bounded)
+    (1, 2, Contribution(), Fraction(1, 2), 3, 2, 1281),
+    # ℓ0 = 2, ℓ∞ = 3, replace: Δ_P = 12 = Δ of count(); ε_P = 2: t_P = 6; direct t_C = 12
+    (1, 2, Contribution(2, 3, True), Fraction(6), 42, 22, 7684),
+])
+def test_count_share_plan_known_answers(e_c, e_g, c, t_p, k_count, k_p, t_s):
+    p = gb.count_share_plan(lower=0, upper=10, epsilon_count=e_c, epsilon_group=e_g, contribution=c)
+    sens = (2 if c.replace else 1) * c.max_groups * c.max_rows
+    assert p.mean.count.sensitivity == sens and p.mean.count.scale == t_p
+    assert p.shared_variance == 2 * t_p**2 and p.direct_variance == Fraction(sens, e_c) ** 2 and p.shared
+    ref = gb.mean_plan(lower=0, upper=10, epsilon=e_g, contribution=c)
+    assert p.mean.centered == ref.centered and p.mean.centered.scale == t_s and p.mean.mid == ref.mid == 5.0
+    assert p.mean.epsilon == Fraction(sens) / t_p + ref.centered.epsilon <= e_c + e_g
+    assert (p.count_half_width, p.mean.count.half_width) == (k_count, k_p)
+
+
+# ------------------------------------------------------------------------------ the draws
+def _gv(rows, n_groups):
+    g = np.array([r[0] for r in rows], np.int64)
+    v = np.array([r[1] for r in rows], np.float64)
+    keep = np.isfinite(v)
+    o = np.argsort(g[keep], kind="stable")
+    return GroupedValues(g[keep][o], v[keep][o], n_groups), np.bincount(g, minlength=n_groups).astype(np.int64)
+
+
+def test_shared_count_release_is_the_pair_and_the_mean():
+    rng = np.random.default_rng(7)
+    vals = rng.normal(3, 4, 600)
+    vals[rng.random(600) < 0.2] = np.nan
+    gv, rows = _gv(list(zip(rng.integers(0, 5, 600).tolist(), vals.tolist())), 5)
+    c = Contribution(2, 3)
+    cnt, s, m = gb.shared_count_means(rows, gv, lower=-1, upper=6, epsilon_count=Fraction(1),
+                                      epsilon_group=Fraction(2), contribution=c, rng=np.random.default_rng(11),
+                                      with_sum=True)
+    plan = gb.count_share_plan(lower=-1, upper=6, epsilon_count=1, epsilon_group=2, contribution=c)
+    gen = np.random.default_rng(11)
+    ref, p_hat, s_hat, mp = gb._bounded_means(gv, "t", -1, 6, None, c, gen, plan=plan.mean)
+    m_hat = gb._laplace_release(rows - gv.sizes, plan.mean.count, gen)
+    for a in ("value", "low", "high", "ok"):
+        np.testing.assert_array_equal(getattr(m, a), getattr(ref, a))
+    np.testing.assert_array_equal(m.extra["n_hat"], p_hat)
+    np.testing.assert_array_equal(cnt.value, p_hat + m_hat)
+    np.testing.assert_array_equal(cnt.high - cnt.value, np.full(5, float(plan.count_half_width)))
+    np.testing.assert_array_equal(s.value, s_hat + mp.mid * p_hat)
+    assert cnt.epsilon == s.epsilon == m.epsilon == ref.epsilon <= 3
+    cnt2, s2, _ = gb.shared_count_means(rows, gv, lower=-1, upper=6, epsilon_count=1, epsilon_group=2,
+                                        contribution=c, rng=np.random.default_rng(11))
+    assert s2 is None
+    np.testing.assert_array_equal(cnt2.value, cnt.value)
+
+
+def test_aggregate_releases_the_one_call(monkeypatch):
+    """aggregate makes ONE shared_count_means call at (ε_count, ε_G) and releases what it returned."""
+    seen = []
+    orig = gb.shared_count_means
+
+    def spy(rows, gv, **kw):
+        out = orig(rows, gv, **kw)
+        seen.append((kw["epsilon_count"], kw["epsilon_group"], kw["with_sum"], out))
+        return out
+
+    monkeypatch.setattr(gb, "shared_count_means", spy)
+    r = privagg.aggregate(_frame(8), by="g", metrics=[privagg.sum("x", (0, 10)), privagg.mean("x", (0, 10)),
+                                                      privagg.count()], epsilon=Fraction(3), domain=[0, 1, 2], rng=9)
+    assert [x[:3] for x in seen] == [(Fraction(1), Fraction(2), True)]
+    cnt, s, m = seen[0][3]
+    np.testing.assert_array_equal(r.groups["count"], cnt.value)
+    np.testing.assert_array_equal(r.groups["sum_x"], s.value)
+    np.testing.assert_array_equal(r.groups["mean_x"], m.value)
+    np.testing.assert_array_equal(r.extra["mean_x"]["n_hat"], m.extra["n_hat"])
+
+
+def test_rows_must_cover_the_present_values():
+    gv, rows = _gv([(0, 1.0), (0, 2.0), (1, 3.0)], 2)
+    with pytest.raises(privagg.ParameterError, match="rows"):
+        gb.shared_count_means(rows - 1, gv, lower=0, upper=5, epsilon_count=1, epsilon_group=1,
+                              contribution=Contribution(), rng=np.random.default_rng(0))
+
+
+# --------------------------------------------------------- missing values: count vs the mean
+def test_missing_values_are_counted_by_count_not_by_the_mean(monkeypatch, tmp_path):
+    """Noise removed. Group a: 3 present + None, NaN; b: 2 present + inf, -inf; c: only missing.
+    count() counts every row, the mean's n̂ only the present ones, and the mean is theirs — with the
+    count shared (old code: separate steps)."""
+    _zero_noise(monkeypatch)
+    df = pd.DataFrame({"g": list("aaaaabbbbcc"),
+                       "x": [1.0, 2.0, 3.0, None, np.nan, 4.0, 6.0, np.inf, -np.inf, np.nan, None]})
+    mets = [privagg.count(), privagg.mean("x", (0, 10)), privagg.sum("x", (0, 10))]
+    r = privagg.aggregate(df, by="g", metrics=mets, epsilon=3, domain=["a", "b", "c"], rng=0)
+    assert list(r.split) == ["count+sum_x+mean_x"]
+    assert r.groups["count"].tolist() == [5, 4, 2]
+    assert r.extra["mean_x"]["n_hat"].tolist() == [3, 2, 0]
+    assert r.groups["mean_x"].tolist()[:2] == [2.0, 5.0] and r.groups["mean_x_ok"].tolist() == [True, True, False]
+    assert r.groups["sum_x"].tolist() == [6.0, 10.0, 0.0]
+    # a CSV: a non-numeric field and an empty field are missing values too
+    path = tmp_path / "t.csv"
+    path.write_text("g,x\na,1\na,abc\na,\na,3\nb,5\n", encoding="utf-8")
+    r = privagg.aggregate(str(path), by="g", metrics=mets[:2], epsilon=2, domain=["a", "b"], rng=0)
+    assert list(r.split) == ["count+mean_x"]
+    assert r.groups["count"].tolist() == [4, 1] and r.extra["mean_x"]["n_hat"].tolist() == [2, 1]
+    assert r.groups["mean_x"].tolist() == [2.0, 5.0]
+
+
+# ----------------------------------------------------------------------------------- audits
+EPS_C, EPS_G = Fraction(1, 2), Fraction(1, 2)  # the step at ε = 1: ε_P = 3/4, ε_s = 1/4
+
+CASES = {  # contribution, bounds, base rows, the neighbour's added rows (NaN = missing), groups
+    "record_missing": (Contribution(1, 1), (0.0, 10.0), [(0, 5.0)] * 40, [(0, np.nan)], 1),
+    "unit_l0_2_linf_3": (Contribution(2, 3), (-1.0, 3.0), [(0, 1.0)] * 20 + [(1, 0.5)] * 20 + [(1, np.nan)] * 5,
+                         [(0, 3.0), (0, 3.0), (0, np.nan), (1, 3.0), (1, np.nan), (1, np.nan)], 2),
+}
+
+POWER = {"record_missing": 0.6, "unit_l0_2_linf_3": 0.4}
+
+
+def _blocks(base_rows, extra_rows, width):
+    def build(rows):
+        g = np.array([r[0] for r in rows], np.int64)
+        v = np.array([r[1] for r in rows], np.float64)
+        gg = np.tile(g, BLOCKS) + np.repeat(np.arange(BLOCKS, dtype=np.int64) * width, g.size)
+        vv = np.tile(v, BLOCKS)
+        o = np.argsort(gg, kind="stable")
+        gg, vv = gg[o], vv[o]
+        keep = np.isfinite(vv)
+        rows_per_group = np.bincount(gg, minlength=BLOCKS * width).astype(np.int64)
+        return rows_per_group, GroupedValues(gg[keep], vv[keep], BLOCKS * width)
+
+    return build(base_rows), build(base_rows + extra_rows)
+
+
+def _audit(case, monkeypatch):
+    c, (lo, hi), base, extra, width = CASES[case]
+    d0, d1 = _blocks(base, extra, width)
+    plan = gb.count_share_plan(lower=lo, upper=hi, epsilon_count=EPS_C, epsilon_group=EPS_G, contribution=c).mean
+    g = 2.0 ** plan.centered.exponent
+
+    def run(data, seed):  # the released (count, sum, mean): p̃, m̃ and S̃ recovered from them
+        rows, gv = data
+        cnt, s, m = gb.shared_count_means(rows, gv, lower=lo, upper=hi, epsilon_count=EPS_C, epsilon_group=EPS_G,
+                                          contribution=c, rng=np.random.default_rng(seed), with_sum=True)
+        p = m.extra["n_hat"]
+        return p, cnt.value - p, np.rint((s.value - plan.mid * p) / g)
+
+    with monkeypatch.context() as mp:
+        mp.setattr(grid_mod, "_laplace_flat", lambda scale, n, gen: np.zeros(n, np.int64))
+        a, b = run(d0, 0), run(d1, 0)
+    tp, ts = float(plan.count.scale), float(plan.centered.scale)
+    scales = (tp, tp, ts)
+
+    def stat(out):
+        ln = sum((np.abs(o - x) - np.abs(o - y)) / t for o, x, y, t in zip(out, a, b, scales, strict=True))
+        top = sum(np.abs(x - y) / t for x, y, t in zip(a, b, scales, strict=True))
+        return np.round(8 * ln.reshape(BLOCKS, width).sum(1) / top.reshape(BLOCKS, width).sum(1))
+
+    return audit_samples(stat(run(d0, SEED)), stat(run(d1, SEED + 1)), confidence=CONFIDENCE)
+
+
+@pytest.fixture
+def understated_pair(monkeypatch):
+    """Break the mechanism: the pair calibrated as if its sensitivity were half (true loss ~2ε_P)."""
+    orig = gb._count_plan
+
+    def half_count(where, eps, c, beta):
+        p = orig(where, eps, c, beta)
+        if where != "shared_count_means":
+            return p
+        t, e = gb._laplace_scale(where, p.sensitivity, 2 * eps)  # t = Δ/(2ε): as if Δ were half
+        return gb.CountPlan(p.sensitivity, t, e, 2 * eps, p.half_width, p.beta)
+
+    return lambda: monkeypatch.setattr(gb, "_count_plan", half_count)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_audit_shared_count(case, monkeypatch):
+    print(f"seed={SEED}")
+    res = _audit(case, monkeypatch)
+    assert not res.violates(1.0), f"{case} seed={SEED} {res}"
+    assert res.epsilon_lower > POWER[case], f"{case}: audit too weak ({res})"
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_audit_shared_count_negative_control(case, monkeypatch, understated_pair):
+    print(f"seed={SEED}")
+    understated_pair()
+    res = _audit(case, monkeypatch)
+    assert res.violates(1.0), f"{case} seed={SEED}: understated pair sensitivity not detected ({res})"
