@@ -191,3 +191,20 @@ def test_steps_match_coordinate_mean_calls(monkeypatch):
         _, _, (_, _, e_l, _) = S.coordinate_shares(eps, 1)
         assert call[3] == 1 and not call[1].any()
         assert call[2] == e_l / (len(calls) - 2)
+
+
+# ------------------------------------------------------------ found while auditing: a tiny ε
+@pytest.mark.parametrize("eps", [2.0**-39, 2.0**-50])
+def test_tiny_epsilon_never_raises_after_the_charge(eps):
+    """ε in [2⁻¹⁰⁰, ∞) is valid, but below about 2⁻³⁴ the clipped-sum step's ε (ε·19/80 at d = 1)
+    is under its sampler's floor 2⁻⁴⁰; the count's noise (scale 40/ε) still gives n̂ >= 20/ε in
+    about 1 run of 6, and the plan then raised ParameterError after the ledger was charged (5 and
+    4 of these 30 seeds on the old code). Now the plan is off below that ε (public: ε only):
+    every run releases (⊥ here) with the FriendlyCore plans. Deterministic."""
+    from privagg.mechanisms.mean import coordinate_plan_possible, private_mean
+
+    x = np.random.default_rng(1).normal(size=(100, 1))
+    for seed in range(30):
+        rel = private_mean(x, epsilon=eps, delta=1e-6, rng=seed)
+        assert rel.clip_rule != "coordinate"
+    assert not coordinate_plan_possible(eps) and coordinate_plan_possible(2.0**-30)

@@ -413,8 +413,11 @@ def _friendly_losses(epsilon: Any, delta: Any, calibration: str, alpha: Any, sel
 
 def coordinate_plan_possible(epsilon: Any) -> bool:
     """Whether the small-sample coordinate plan (§11) is among the plans (public: ε only; its
-    switch to FriendlyCore needs the left ε above the floor)."""
-    return mean_small.COORD_SAMPLE > 0 and mean_small.switch_epsilon(_frac(epsilon)) >= EPS_MIN
+    switch to FriendlyCore needs the left ε above the floor, and each of its steps at least
+    ``mean_small.STEP_EPS_MIN``)."""
+    eps = _frac(epsilon)
+    return (mean_small.COORD_SAMPLE > 0 and mean_small.switch_epsilon(eps) >= EPS_MIN
+            and mean_small.plan_possible(eps))
 
 
 @functools.lru_cache(maxsize=64)
