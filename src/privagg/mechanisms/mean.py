@@ -413,8 +413,11 @@ def _friendly_losses(epsilon: Any, delta: Any, calibration: str, alpha: Any, sel
 
 def coordinate_plan_possible(epsilon: Any) -> bool:
     """Whether the small-sample coordinate plan (§11) is among the plans (public: ε only; its
-    switch to FriendlyCore needs the left ε above the floor)."""
-    return mean_small.COORD_SAMPLE > 0 and mean_small.switch_epsilon(_frac(epsilon)) >= EPS_MIN
+    switch to FriendlyCore needs the left ε above the floor, and each of its steps at least
+    ``mean_small.STEP_EPS_MIN``)."""
+    eps = _frac(epsilon)
+    return (mean_small.COORD_SAMPLE > 0 and mean_small.switch_epsilon(eps) >= EPS_MIN
+            and mean_small.plan_possible(eps))
 
 
 @functools.lru_cache(maxsize=64)
@@ -464,7 +467,8 @@ class MeanRelease:
     epsilon, delta : float
         The end-to-end guarantee (add/remove neighbours), at most the requested budget.
     radius : float or None
-        The friendship radius used (given, or privately selected; None if selection failed).
+        The friendship radius used (given, or privately selected; None if selection failed);
+        the coordinate plan (``clip_rule == "coordinate"``): ``COORD_K`` = 7 (spreads).
     secure : bool
         Noise drawn from the secure generator.
     privacy_loss : PrivacyLoss
@@ -472,6 +476,8 @@ class MeanRelease:
     calibration : str
     clip_radius : float or None
         The clipping radius R of the final sum (public given the earlier releases; None on ⊥).
+        The coordinate plan: ``COORD_K`` = 7, in units of ``scales`` (coordinate j is clipped to
+        ``|x_j − center_j| <= R_j``, ``R_j`` = 7·``scales[j]`` rounded up to the radius grid).
     center : numpy.ndarray or None
         The released center ĉ of the final clipping ball (None on ⊥).
     reason : str or None
@@ -484,16 +490,21 @@ class MeanRelease:
         The released noisy count of rows beyond the final clipping ball (``‖x − center‖ >
         clip_radius``), post-processing of the distance histogram; ``outside_sd`` is its public
         noise standard deviation. Rows beyond the ball are pulled onto it: the clipping bias of
-        coordinate j is at most ``(that count) × (their mean excess distance) / n``.
+        coordinate j is at most ``(that count) × (their mean excess distance) / n``. The
+        coordinate plan: the rows beyond the box (any coordinate beyond its ``R_j``).
     clip_rule : str or None
-        ``"tail"`` (the radius leaves about τ rows outside) or ``"robust"`` (a mass of rows far
-        beyond the located cluster: median-distance clip, biased by design towards the cluster).
+        ``"tail"`` (the radius leaves about τ rows outside), ``"robust"`` (a mass of rows far
+        beyond the located cluster: median-distance clip, biased by design towards the cluster)
+        or ``"coordinate"`` (the small-sample coordinate plan, :mod:`privagg.mechanisms.mean_small`,
+        docs/proofs/mean.md §11: a box of 7 spreads per coordinate).
     scales : numpy.ndarray or None
         The released per-column scales ``s_j`` (powers of two), when the per-column scale step
         ran (``radius=None``, d >= 2, ``n̂·ε/(10d) >= SCALE_MIN = 150``): the mean was computed on
         ``x_j/s_j`` and scaled back, so ``radius`` and ``clip_radius`` are in those standardized
-        units (the clipping region is the ellipsoid ``‖(x − center)/s‖ <= clip_radius``); None
-        otherwise (one isotropic ball in the data's units).
+        units (the clipping region is the ellipsoid ``‖(x − center)/s‖ <= clip_radius``). The
+        coordinate plan (``clip_rule == "coordinate"``): the released spreads ``s_j`` on the grid
+        ``2^{k/4}`` (not powers of two), one per coordinate, d >= 1; the clipping region is the
+        box above. None otherwise (one isotropic ball in the data's units).
     unit : str or None
         User level (``units`` given; docs/proofs/mean.md §10): the privacy unit — a Series'
         name, else ``"units"`` (the CLI: the ``--privacy-unit`` column) — whose rows were reduced
@@ -664,6 +675,13 @@ def private_mean(
     noisy sum of all points clipped to a ball around it, over a noisy count, after a few
     refinement steps and with a privately chosen clipping radius (module docstring).
 
+    Small samples (``radius=None``, d <= 2, in-memory rows, released ``n̂·ε/d < 2500``): the
+    coordinate plan instead (:mod:`privagg.mechanisms.mean_small`, docs/proofs/mean.md §11;
+    ``clip_rule == "coordinate"``): per coordinate a private spread, a private cell holding the
+    median, and a clipped sum (pure ε-DP); ⊥ below ``n̂ < 20·d/ε``; when the data sit too far
+    from the origin relative to their spread it switches to the FriendlyCore plan with the ε
+    left (the guarantee is the largest over all branches).
+
     Parameters
     ----------
     points : array_like, shape (n, d)
@@ -726,8 +744,8 @@ def private_mean(
     -------
     Add/remove neighbours. (ε', δ')-DP with ε' = ε_n + ε_sel + ε_locate + ε_q + ε_sum <= ε and
     δ' = δ_sel + δ_locate + δ_sum <= δ, the larger of the two plans (:func:`mean_privacy_loss`:
-    the small-sample plan is used when the released ``n̂·ε < SMALL_SAMPLE``; proof
-    ``docs/proofs/mean.md``). Public:
+    the small-sample plan is used when the released ``n̂·ε < SMALL_SAMPLE``, the coordinate plan
+    and its switch as above; proof ``docs/proofs/mean.md``). Public:
     d, ε, δ, the radius (when given), α, m_locate, the calibration.
 
     Examples

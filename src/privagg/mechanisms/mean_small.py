@@ -2,7 +2,8 @@
 
 Chosen from the released count (public, like every plan switch of ``private_mean``): when
 ``radius=None``, the rows are in memory, ``d <=`` :data:`COORD_DMAX` and ``n̂·ε/d <``
-:data:`COORD_SAMPLE` (⊥ below ``n̂ < COORD_MIN·d/ε``). Proof: docs/proofs/mean.md §11. After the
+:data:`COORD_SAMPLE` (⊥ below ``n̂ < COORD_MIN·d/ε``), and only when every step gets at least
+:data:`STEP_EPS_MIN` (:func:`plan_possible`, ε >= about 2⁻³⁴). Proof: docs/proofs/mean.md §11. After the
 count ``n̂`` (ε_n = ε/40), ε/40 goes to a noisy count of the rows outside the clipping box and
 ``ε_j = (ε − ε/20)/d`` to each coordinate ``j`` (shares :data:`COORD_SHARES`), spent on
 
@@ -62,6 +63,10 @@ GRID_K = np.arange(-4296, 4096)
 PRIOR_POWER = 1.5
 #: The base measure is flat within this many octaves of its centre.
 PRIOR_FLAT = 20
+
+#: The smallest ε one step may get (the clipped sum's sampler, ``grid_laplace_integers``, takes
+#: ε >= 2⁻⁴⁰): below, the coordinate plan is not among the plans (:func:`plan_possible`).
+STEP_EPS_MIN = Fraction(1, 2**40)
 
 _LAPLACE = SimpleNamespace(gaussian=False)  # the only plan attribute _noisy_clipped_release reads
 
@@ -164,6 +169,20 @@ def switch_epsilon(epsilon: Fraction) -> Fraction:
     the spreads and the octave cells of all d coordinates; independent of d)."""
     eps_n, eps_out, _ = coordinate_shares(epsilon, 1)
     return epsilon - eps_n - (epsilon - eps_n - eps_out) * (COORD_SHARES[0] + COORD_SHARES[1])
+
+
+def smallest_step_epsilon(epsilon: Fraction) -> Fraction:
+    """The smallest ε of any step of the plan at ``d = COORD_DMAX`` (one of ``COORD_LEVELS``
+    refinement levels, or a smaller share): a function of ε only (public)."""
+    _, eps_out, shares = coordinate_shares(epsilon, max(COORD_DMAX, 1))
+    return min(eps_out, *shares[:2], shares[2] / max(COORD_LEVELS, 1), shares[3])
+
+
+def plan_possible(epsilon: Fraction) -> bool:
+    """Whether every step of the plan gets at least :data:`STEP_EPS_MIN` (public: ε only). Without
+    it a tiny ε (about 2⁻³⁸ … 2⁻⁵⁸, where ``n̂ >= COORD_MIN·d/ε`` still happens through the
+    count's noise) made the clipped sum raise ParameterError after the charge."""
+    return smallest_step_epsilon(epsilon) >= STEP_EPS_MIN
 
 
 def coordinate_mean(x: np.ndarray, n_hat: int, epsilon: Fraction, gen: np.random.Generator
