@@ -50,7 +50,7 @@ KEY_SEED = 7  # keys of the keyed row order (conditioned on: public for the audi
 # drops by 2 while the next ones rise by 2 (the full 2Δ relative move; checked below).
 SPREAD_D = [1.5, 8.0, 7.75, 7.5, 4.5, 12.0, 11.75, 8.25, 7.75, 8.25, 4.75, 1.5, 8.75, 6.25, 3.75,
             5.75, 10.75, 11.25, 4.25, 6.75, 3.75]
-SPREAD_Z = 6.375000004656613
+SPREAD_Z = 5.375000004656613  # re-found after the occurrence index joined the keyed order (mean.md §2b)
 #: Total ε with step budgets e_s = 3 (spread: (ε − ε/20)·2/5), e_o = 1 (octave: ·1/5) and
 #: e_l = 1 (all levels: ·3/20; one level).
 EPS_SPREAD, EPS_OCTAVE, EPS_LEVEL = Fraction(150, 19), Fraction(100, 19), Fraction(400, 57)

@@ -375,4 +375,4 @@ def test_reason_of_bottom_from_released_values(monkeypatch):
                             strategy="aggregate")
     assert not krel.ok and "n̂ = 30 gives 3 parts" in krel.reason
     krel = K.private_kmeans(np.zeros((30, 2)), 2, epsilon=1.0, delta=1e-6, rng=SEED)
-    assert not krel.ok and krel.reason.startswith("n̂ = 30 is below the 600 rows needed")
+    assert not krel.ok and krel.reason.startswith("n̂ = 30 is below the 870 rows needed")
