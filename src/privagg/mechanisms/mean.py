@@ -6,8 +6,9 @@ with public shares of the budget:
 
 1. **Count.** ``n̂ = n + Z``, ``Z`` discrete Laplace of scale ``1/ε_n`` (ε_n-DP).
 1b. **Per-column scales** (only ``radius=None``, d >= 2 and ``n̂·ε/(10d) >= SCALE_MIN``, public).
-   Per column, report-noisy-max (ε/(10d) each) of the power of two ``2^k`` nearest in rank to the
-   median absolute difference of consecutive rows in a random order; the rest runs on
+   Per column, report-noisy-max (ε/(10d) each) of the power of two ``2^k`` whose cell
+   ``(2^{k−1}, 2^k]`` holds (in rank) the median absolute difference of consecutive rows in a
+   random order (:func:`interval_utility`); the rest runs on
    ``x_j/s_j`` and the release is scaled back, so each column's error follows its own spread
    (:attr:`MeanRelease.scales`; docs/proofs/mean.md §2b).
 2. **Radius** (only when ``radius=None``). AboveThreshold over the public grid
