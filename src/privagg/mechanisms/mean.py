@@ -6,8 +6,9 @@ with public shares of the budget:
 
 1. **Count.** ``n̂ = n + Z``, ``Z`` discrete Laplace of scale ``1/ε_n`` (ε_n-DP).
 1b. **Per-column scales** (only ``radius=None``, d >= 2 and ``n̂·ε/(10d) >= SCALE_MIN``, public).
-   Per column, report-noisy-max (ε/(10d) each) of the power of two ``2^k`` nearest in rank to the
-   median absolute difference of consecutive rows in a random order; the rest runs on
+   Per column, report-noisy-max (ε/(10d) each) of the power of two ``2^k`` whose cell
+   ``(2^{k−1}, 2^k]`` holds (in rank) the median absolute difference of consecutive rows in a
+   random order (:func:`interval_utility`); the rest runs on
    ``x_j/s_j`` and the release is scaled back, so each column's error follows its own spread
    (:attr:`MeanRelease.scales`; docs/proofs/mean.md §2b).
 2. **Radius** (only when ``radius=None``). AboveThreshold over the public grid
@@ -1083,12 +1084,13 @@ def sorted_scale_counts(xs: np.ndarray) -> np.ndarray:
 
 def _column_scales(source: Any, n_hat: int, eps_col: Fraction,
                    gen: np.random.Generator) -> np.ndarray:
-    """Per column, the exponent ``k`` of the power-of-two scale ``2^k`` nearest (in rank) to the
-    median of the absolute differences of consecutive rows in a random order (about 0.95σ for
-    Gaussian data): report-noisy-max of ``u_k = −|C_k − ⌊(n̂ − 1)/2⌋|`` (sensitivity 2) with
-    discrete Laplace noise of scale ``4/eps_col``, ``eps_col``-DP per column."""
+    """Per column, the exponent ``k`` of the power-of-two scale ``2^k`` whose cell
+    ``(2^{k−1}, 2^k]`` holds (in rank) the median of the absolute differences of consecutive rows
+    in a random order (about 0.95σ for Gaussian data): report-noisy-max of the interval utility
+    ``u_k = −max(0, t − C_k, C_{k−1} − t)``, ``t = ⌊(n̂ − 1)/2⌋`` (:func:`interval_utility`,
+    sensitivity 2) with discrete Laplace noise of scale ``4/eps_col``, ``eps_col``-DP per column."""
     counts = _source(source).scale_counts(row_keys(_source(source).d, gen))
-    utility = -np.abs(counts - (n_hat - 1) // 2)
+    utility = interval_utility(counts, (n_hat - 1) // 2)
     noisy = utility + discrete_laplace(4 / eps_col, size=utility.shape, rng=gen)
     return SCALE_EXPONENTS[np.argmax(noisy, axis=1)].astype(np.int64)
 
@@ -1117,8 +1119,8 @@ def pair_counts(sub: np.ndarray, order: np.ndarray) -> np.ndarray:
 
 
 def _pair_radius(sub: np.ndarray, m_pub: int, eps_sel: Fraction, gen: np.random.Generator) -> float:
-    """``pair_factor(d)·r_ĵ``: report-noisy-max of ``u_j = −|C_j − ⌊(m_pub − 1)/2⌋|`` over the
-    radius grid (:func:`pair_counts`; sensitivity 2, discrete Laplace of scale ``4/ε_sel``;
+    """``pair_factor(d)·r_ĵ``: report-noisy-max of :func:`pair_utility` (the interval utility of
+    the median, ``t = ⌊(m_pub − 1)/2⌋``) over the radius grid (:func:`pair_counts`; sensitivity 2, discrete Laplace of scale ``4/ε_sel``;
     ``m_pub = min(n̂, m_locate)`` public): ε_sel-DP (docs/proofs/mean.md §4b)."""
     from ..friendlycore.radius import grid_radii
 
@@ -1128,11 +1130,30 @@ def _pair_radius(sub: np.ndarray, m_pub: int, eps_sel: Fraction, gen: np.random.
     return float(grid_radii()[int(np.argmax(noisy))]) * pair_factor(sub.shape[1])
 
 
+def interval_utility(counts: np.ndarray, target: Any) -> np.ndarray:
+    """The interval (cell) utility of the ``target``-th smallest of the values behind the
+    cumulative ``counts`` ``C_k = #{v <= g_k}`` (nondecreasing along the last axis, a public grid
+    ``g``): ``u_k = −max(0, t − C_k, C_{k−1} − t)`` with ``C_{−1} := 0`` (the grid's first cell is
+    ``(−∞, g_0]``; beyond the last, ``t > C_{L−1}``, the last cell is the nearest). 0 exactly for
+    the cells ``(g_{k−1}, g_k]`` where the counts reach ``t`` (``C_{k−1} <= t <= C_k``: they hold
+    the ``t``-th smallest value, or border it), else minus the rank distance to them:
+    a plateau of equal counts (ties, e.g. many differences exactly 0) no longer comes nearer to
+    ``t`` than the cell where the counts cross it (``−|C_k − t|`` did). Sensitivity 2 when each
+    ``C_k`` moves by at most 2 and ``t`` is public (each of the three terms moves by at most 2;
+    docs/proofs/mean.md §2b). ``counts`` of shape ``(..., L)``, ``target`` an int or an array of
+    shape ``(...)``; int64 out."""
+    c = np.asarray(counts, dtype=np.int64)
+    t = np.asarray(target, dtype=np.int64)[..., None]
+    below = np.zeros_like(c)
+    below[..., 1:] = c[..., :-1]  # C_{k−1}, C_{−1} = 0
+    return -np.maximum(np.maximum(t - c, below - t), 0)
+
+
 def pair_utility(counts: np.ndarray, m_pub: Any) -> np.ndarray:
-    """``u_j = −|C_j − ⌊(m_pub − 1)/2⌋|`` (sensitivity 2 when each ``C_j`` moves by at most 2);
-    ``counts`` of shape ``(..., L)`` and ``m_pub`` an int or an array of shape ``(...)``."""
-    target = (np.asarray(m_pub, dtype=np.int64) - 1) // 2
-    return -np.abs(counts - target[..., None]) if np.ndim(target) else -np.abs(counts - target)
+    """:func:`interval_utility` of the median consecutive-pair count, ``t = ⌊(m_pub − 1)/2⌋``
+    (sensitivity 2 when each ``C_j`` moves by at most 2); ``counts`` of shape ``(..., L)`` and
+    ``m_pub`` an int or an array of shape ``(...)``."""
+    return interval_utility(counts, (np.asarray(m_pub, dtype=np.int64) - 1) // 2)
 
 
 def _grid_up(v: float) -> float:

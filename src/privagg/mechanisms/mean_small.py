@@ -7,7 +7,8 @@ Chosen from the released count (public, like every plan switch of ``private_mean
 count ``n̂`` (ε_n = ε/40), ε/40 goes to a noisy count of the rows outside the clipping box and
 ``ε_j = (ε − ε/20)/d`` to each coordinate ``j`` (shares :data:`COORD_SHARES`), spent on
 
-1. a spread ``s_j`` (location-free): report-noisy-max of ``−|C_k − ⌊q(n̂ − 1)⌋|`` over
+1. a spread ``s_j`` (location-free): report-noisy-max of the interval utility
+   ``−max(0, t − C_k, C_{k−1} − t)``, ``t = ⌊q(n̂ − 1)⌋`` (:func:`~.mean.interval_utility`) over
    ``2^{k/4}`` (every float magnitude), ``C_k`` the number of consecutive pairs of the keyed row
    order with ``|x_a − x_b| <= 2^{k/4}`` (sensitivity 2, mean.md §2b), prior :func:`log_prior`;
 2. an octave cell: report-noisy-max of :func:`cell_utility` (sensitivity 1) over the partition
@@ -192,7 +193,8 @@ def coordinate_mean(x: np.ndarray, n_hat: int, epsilon: Fraction, gen: np.random
     public noise description for the confidence intervals), or None after steps 1–2 when a
     coordinate needs more than :data:`COORD_LEVELS` refinement levels (the caller then switches
     to the FriendlyCore plan with :func:`switch_epsilon`)."""
-    from .mean import _finite, _grid_up, _noisy_clipped_release, _sum_exponent, row_keys
+    from .mean import (_finite, _grid_up, _noisy_clipped_release, _sum_exponent, interval_utility,
+                       row_keys)
 
     n, d = x.shape
     _, eps_out, (e_s, e_o, e_l, e_sum) = coordinate_shares(epsilon, d)
@@ -201,7 +203,7 @@ def coordinate_mean(x: np.ndarray, n_hat: int, epsilon: Fraction, gen: np.random
     grid_p = positive_grid()
     counts = pair_quantile_counts(x, row_keys(d, gen), grid_p)
     target = int(math.floor(COORD_QUANTILE * (n_hat - 1)))
-    util = -np.abs(counts - target)
+    util = interval_utility(counts, target)  # the cell holding the quantile (§11)
     off = float(4 / e_s) * log_prior(np.floor(GRID_K / 4.0), 0.0)
     spread = grid_p[noisy_max(util, off[None, :], e_s, gen, sensitivity=2)]
     # 2. octave cell (cell utility, prior centred at the spread's octave)
