@@ -1089,10 +1089,55 @@ def _column_scales(source: Any, n_hat: int, eps_col: Fraction,
     in a random order (about 0.95σ for Gaussian data): report-noisy-max of the interval utility
     ``u_k = −max(0, t − C_k, C_{k−1} − t)``, ``t = ⌊(n̂ − 1)/2⌋`` (:func:`interval_utility`,
     sensitivity 2) with discrete Laplace noise of scale ``4/eps_col``, ``eps_col``-DP per column."""
+    return tied_column_fallback(_column_scale_picks(source, n_hat, eps_col, gen))
+
+
+def _column_scale_picks(source: Any, n_hat: int, eps_col: Fraction,
+                        gen: np.random.Generator) -> np.ndarray:
+    """The released report-noisy-max picks of :func:`_column_scales`, before the fallback."""
     counts = _source(source).scale_counts(row_keys(_source(source).d, gen))
-    utility = interval_utility(counts, (n_hat - 1) // 2)
-    noisy = utility + discrete_laplace(4 / eps_col, size=utility.shape, rng=gen)
-    return SCALE_EXPONENTS[np.argmax(noisy, axis=1)].astype(np.int64)
+    utility = untied_scale_utility(counts, n_hat)
+    offsets = float(8 / eps_col) * scale_log_prior(SCALE_EXPONENTS)
+    noisy = utility + discrete_laplace(8 / eps_col, size=utility.shape, rng=gen)
+    return SCALE_EXPONENTS[np.argmax(noisy + offsets, axis=1)].astype(np.int64)
+
+
+def untied_scale_utility(counts: np.ndarray, n_hat: int) -> np.ndarray:
+    """Twice the interval utility of the median of the UNTIED consecutive differences:
+    ``Z = C_0`` (the pairs within ``2^{SCALE_EXPONENTS[0]}``: tied, e.g. equal values of a binary
+    or integer column), target ``Z + (m − Z)/2`` with ``m = n̂ − 1``, so
+    ``u_k = −max(0, m + Z − 2C_k, 2C_{k−1} − m − Z)`` (``C_{−1} := 0``). One row added or removed
+    moves every ``u_k`` by at most 4 (docs/proofs/mean.md §2b: the removed and the two added pairs'
+    indicators, tied ⇒ within every grid value), the same noise-to-sensitivity ratio as the
+    plain median's utility (sensitivity 2 at half the scale). Int64, shape of ``counts``."""
+    c = np.asarray(counts, dtype=np.int64)
+    m = np.int64(int(n_hat) - 1)
+    t2 = (m + c[..., :1])  # (d, 1)
+    below = np.zeros_like(c)
+    below[..., 1:] = c[..., :-1]
+    return -np.maximum(np.maximum(t2 - 2 * c, 2 * below - t2), 0)
+
+
+def scale_log_prior(k: np.ndarray) -> np.ndarray:
+    """A public, data-independent log prior over the scale exponents, ``−6·ln(1 + |k|/4)``: added to
+    the noisy utilities as offsets (report-noisy-max of ``u + offset`` is report-noisy-max of a
+    utility of the same sensitivity), it decides only where the utilities are flat (a column with
+    few untied pairs) and keeps such a column near its own units instead of at a random octave."""
+    return -6.0 * np.log1p(np.abs(np.asarray(k, dtype=np.float64)) / 4.0)
+
+
+def tied_column_fallback(picks: np.ndarray) -> np.ndarray:
+    """Post-processing of the released picks (docs/proofs/mean.md §2b): a column whose pick is the
+    grid's bottom cell (its median consecutive difference is 0: a binary or near-constant column,
+    more than half of its pairs tied) carries no usable scale, and standardizing it by ``2^−50``
+    would blow it up; it takes the median of the other columns' picks (rounded down), or 0 (its
+    own units) when every column is at the bottom."""
+    picks = np.asarray(picks, dtype=np.int64).copy()
+    bottom = picks == SCALE_EXPONENTS[0]
+    if bottom.any():
+        rest = picks[~bottom]
+        picks[bottom] = int(np.floor(np.median(rest))) if rest.size else 0
+    return picks
 
 
 def pair_factor(d: int) -> float:
