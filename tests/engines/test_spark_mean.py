@@ -113,7 +113,8 @@ def test_seeded_release_is_the_local_code(spark, numeric_file: Path, monkeypatch
     subsample the tasks drew and the driver's generator: every other step is the local code.
     Negative control: another driver stream gives another release."""
     rng = np.random.default_rng(21)
-    # n̂·ε >= COORD_SAMPLE·d: the FriendlyCore plan (the coordinate plan: test_seeded_coordinate_release_is_the_local_code)
+    # n̂·ε >= COORD_SAMPLE·d: the FriendlyCore plan
+    # (the coordinate plan: test_seeded_coordinate_release_is_the_local_code)
     x = rng.normal([10.0, -3.0], [1.0, 50.0], size=(6000, 2))
     df = spark.createDataFrame(x.tolist(), "u double, v double").repartition(3)
     drawn: list[np.ndarray] = []
@@ -320,7 +321,8 @@ def test_coordinate_plan_accesses_identical_to_numpy(spark, numeric_file: Path) 
             n_out = src.outside_count(center, radii)
             assert n_out == local.outside_count(center, radii) and 0 < n_out < local.count()
         far_local = M.ArrayPoints(far)
-        assert far_src.pair_quantile_counts(keys2, grid).tolist() == far_local.pair_quantile_counts(keys2, grid).tolist()
+        want_far = far_local.pair_quantile_counts(keys2, grid)
+        assert far_src.pair_quantile_counts(keys2, grid).tolist() == want_far.tolist()
         far_edges = [np.array([-BIG, -1e308, 0.0, BIG, np.inf]), np.array([-0.0, BIG])]
         assert ([b.tolist() for b in far_src.below_counts(far_edges)]
                 == [b.tolist() for b in far_local.below_counts(far_edges)])
