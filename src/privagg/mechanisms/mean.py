@@ -676,7 +676,7 @@ def private_mean(
     noisy sum of all points clipped to a ball around it, over a noisy count, after a few
     refinement steps and with a privately chosen clipping radius (module docstring).
 
-    Small samples (``radius=None``, d <= 2, in-memory rows, released ``n̂·ε/d < 2500``): the
+    Small samples (``radius=None``, d <= 2, released ``n̂·ε/d < 2500``; also on Spark): the
     coordinate plan instead (:mod:`privagg.mechanisms.mean_small`, docs/proofs/mean.md §11;
     ``clip_rule == "coordinate"``): per coordinate a private spread, a private cell holding the
     median, and a clipped sum (pure ε-DP); ⊥ below ``n̂ < 20·d/ε``; when the data sit too far
@@ -828,6 +828,28 @@ class ArrayPoints(PointSource):
     def distance_bins(self, center: np.ndarray, edges: np.ndarray) -> np.ndarray:
         return _distance_bins(self.x, center, edges)
 
+    def pair_quantile_counts(self, keys: np.ndarray, grid: np.ndarray) -> np.ndarray:
+        return mean_small.pair_quantile_counts(self.x, keys, grid)
+
+    def _sorted_column(self, j: int) -> np.ndarray:
+        cache = self.__dict__.setdefault("_sorted", {})
+        if j not in cache:
+            cache[j] = np.sort(self.x[:, j])
+        return cache[j]
+
+    def below_counts(self, edges: list[np.ndarray]) -> list[np.ndarray]:
+        return [np.searchsorted(self._sorted_column(j), np.asarray(e, dtype=np.float64), side="left")
+                .astype(np.int64) if len(e) else np.zeros(0, dtype=np.int64) for j, e in enumerate(edges)]
+
+    def column(self, j: int) -> ArrayPoints:
+        return ArrayPoints(self.x[:, j : j + 1])
+
+    def outside_count(self, center: np.ndarray, radii: np.ndarray) -> int:
+        if self.x.shape[0] == 0:
+            return 0
+        with np.errstate(all="ignore"):
+            return int((np.abs(self.x - center) > radii).any(axis=1).sum())
+
 
 def _source(x: Any) -> PointSource:
     return x if isinstance(x, PointSource) else ArrayPoints(x)
@@ -844,7 +866,7 @@ def _private_mean(source: PointSource, epsilon: Any, delta: Any, radius: Any, al
     plan = mean_plan(epsilon, delta, calibration=calibration, alpha=alpha,
                      select_radius=r is None, where=where)
     gen, secure = rng if isinstance(rng, tuple) else resolve_rng(rng, where)
-    coord = coordinate and r is None and isinstance(source, ArrayPoints) and coordinate_plan_possible(epsilon)
+    coord = coordinate and r is None and coordinate_plan_possible(epsilon)  # every engine (§11)
     if coordinate:
         loss = mean_privacy_loss(epsilon, delta, calibration=calibration, alpha=alpha,
                                  select_radius=r is None, where=where)
@@ -873,7 +895,7 @@ def _private_mean(source: PointSource, epsilon: Any, delta: Any, radius: Any, al
         if n_hat < need:
             return bottom(r, f"noisy count n̂ = {n_hat} is below the {math.ceil(need)} rows ({mean_small.COORD_MIN}·d/ε) the "
                              "small-sample plan needs")
-        out = coordinate_mean(source.x, n_hat, _frac(epsilon), gen)
+        out = coordinate_mean(source, n_hat, _frac(epsilon), gen)
         if out is None:  # a chosen cell too wide for its spread: FriendlyCore with the ε left (§11)
             rel = _private_mean(source, mean_small.switch_epsilon(_frac(epsilon)), delta, None, alpha,
                                 (gen, secure), calibration, None, m_locate, coordinate=False)
