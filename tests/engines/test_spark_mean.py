@@ -113,7 +113,8 @@ def test_seeded_release_is_the_local_code(spark, numeric_file: Path, monkeypatch
     subsample the tasks drew and the driver's generator: every other step is the local code.
     Negative control: another driver stream gives another release."""
     rng = np.random.default_rng(21)
-    # n̂·ε >= COORD_SAMPLE·d: the FriendlyCore plan (the small-sample coordinate plan runs in memory only)
+    # n̂·ε >= COORD_SAMPLE·d: the FriendlyCore plan
+    # (the coordinate plan: test_seeded_coordinate_release_is_the_local_code)
     x = rng.normal([10.0, -3.0], [1.0, 50.0], size=(6000, 2))
     df = spark.createDataFrame(x.tolist(), "u double, v double").repartition(3)
     drawn: list[np.ndarray] = []
@@ -275,3 +276,85 @@ def test_scale_counts_identical_to_numpy_on_duplicated_rows(spark) -> None:
         assert got.tolist() == local.tolist()
     tied = M.ArrayPoints(x).scale_counts(keys)[:, 0]  # k = −50: only the zero differences
     assert (tied < 0.4 * x.shape[0]).all(), tied  # ~1/4 of the pairs per column; before the fix ~98 %
+
+
+@np.errstate(all="ignore")
+def test_coordinate_plan_accesses_identical_to_numpy(spark, numeric_file: Path) -> None:
+    """The data accesses of the small-sample coordinate plan (mean_small.coordinate_mean) on Spark
+    return the local integers: pair counts in the keyed order, counts below public edges (octave
+    cells with ±∞ and ±0 edges, subcells, duplicates, edges at the data), one column's exact
+    clipped sums, the count outside a box; rows with NaN, ±inf, NULL dropped, 1.7e308, 2^62,
+    three partitions (and the ±1.7e308 rows of test_far_rows_near_the_float_max)."""
+    from privagg.mechanisms import mean_small as S
+
+    cols = ["a", "b", "c"]
+    local = _local(numeric_file, cols)
+    far = np.array([[BIG, -BIG], [-BIG, BIG], [BIG, BIG], [1e308, 0.0], [0.0, -0.0]] * 40)
+    grid = S.positive_grid()
+    keys3, keys2 = M.row_keys(3, np.random.default_rng(5)), M.row_keys(2, np.random.default_rng(6))
+    lo, hi, _ = S.octave_cells(-3)
+    octave = np.concatenate([lo, hi])
+    data_edges = np.sort(local.x[:50, 1])
+    edges = [octave, np.concatenate([data_edges, data_edges[::-1], [-0.0, 0.0, np.inf, -np.inf]]),
+             np.zeros(0)]
+    df = spark.read.parquet(str(numeric_file)).repartition(3)
+    far_df = spark.createDataFrame(far.tolist(), "u double, v double").repartition(3)
+    with (sp.points_of("private_mean", df, cols, None, 1, 1, lambda: None) as (src, _, _),
+          sp.points_of("private_mean", far_df, None, None, 1, 1, lambda: None) as (far_src, _, _)):
+        got = src.pair_quantile_counts(keys3, grid)
+        assert got.tolist() == local.pair_quantile_counts(keys3, grid).tolist()
+        assert got.tolist() == S.pair_quantile_counts(local.x, keys3, grid).tolist()
+        assert 0 < got[:, 4336].min() and got[:, -1].max() <= local.count() - 1  # 2^10, 2^1023.75
+        below = src.below_counts(edges)
+        want = local.below_counts(edges)
+        assert [b.tolist() for b in below] == [w.tolist() for w in want]
+        assert below[1][-2:].tolist() == [local.count(), 0] and below[2].size == 0
+        assert want[0].tolist() == np.searchsorted(np.sort(local.x[:, 0]), octave, side="left").tolist()
+        for j, (center, radius) in enumerate([(3.0, 2.0**40), (5.0, 40.0), (-BIG, 1e-3)]):
+            e = M._sum_exponent(radius)
+            c = np.array([center])
+            assert src.column(j).d == 1
+            assert (src.column(j).clipped_integer_sum(c, radius, e).tolist()
+                    == M._clipped_integer_sum(local.x[:, j : j + 1], c, radius, e).tolist())
+        for center, radii in [(np.array([0.0, 5.0, 0.0]), np.array([500.0, 6.0, 100.0])),
+                              (np.array([0.0, BIG, 0.0]), np.array([2.0**62, BIG, 1e300]))]:
+            n_out = src.outside_count(center, radii)
+            assert n_out == local.outside_count(center, radii) and 0 < n_out < local.count()
+        far_local = M.ArrayPoints(far)
+        want_far = far_local.pair_quantile_counts(keys2, grid)
+        assert far_src.pair_quantile_counts(keys2, grid).tolist() == want_far.tolist()
+        far_edges = [np.array([-BIG, -1e308, 0.0, BIG, np.inf]), np.array([-0.0, BIG])]
+        assert ([b.tolist() for b in far_src.below_counts(far_edges)]
+                == [b.tolist() for b in far_local.below_counts(far_edges)])
+        for j in range(2):
+            c = np.array([-BIG])
+            assert (far_src.column(j).clipped_integer_sum(c, 8.0, M._sum_exponent(8.0)).tolist()
+                    == far_local.column(j).clipped_integer_sum(c, 8.0, M._sum_exponent(8.0)).tolist())
+        box = (np.array([BIG, 0.0]), np.array([1e308, 1e308]))
+        assert far_src.outside_count(*box) == far_local.outside_count(*box) > 0
+
+
+def test_seeded_coordinate_release_is_the_local_code(spark) -> None:
+    """d = 2, n = 2000, ε = 1 (n̂·ε < COORD_SAMPLE·d): the Spark release is the small-sample
+    coordinate plan with the local release for the same seed (the plan draws no task randomness:
+    the driver's generator only; before the fix Spark ran the FriendlyCore plan). Negative
+    control: another seed gives another release."""
+    rng = np.random.default_rng(31)
+    x = rng.normal([10.0, -3.0], [1.0, 50.0], size=(2000, 2))
+    df = spark.createDataFrame(x.tolist(), "u double, v double").repartition(3)
+    got = M.private_mean(df, epsilon=1.0, delta=1e-6, rng=123)
+
+    def local(seed: int) -> M.MeanRelease:
+        _, gen, secure = se.task_randomness(seed, "private_mean")
+        return M._private_mean(M.ArrayPoints(x), 1.0, 1e-6, None, 0.0, (gen, secure), "gaussian", None, 1000)
+
+    want = local(123)
+    assert got.ok and got.clip_rule == want.clip_rule == "coordinate"
+    for name in ("ok", "n_hat", "radius", "clip_radius", "outside", "outside_sd", "clip_rule", "epsilon", "delta"):
+        assert getattr(got, name) == getattr(want, name), name
+    assert all(np.array_equal(g, w) for g, w in zip(got.noise, want.noise, strict=True))
+    for name in ("mean", "center", "scales"):
+        assert np.array_equal(getattr(got, name), getattr(want, name)), name
+    assert np.allclose(got.mean, [10.0, -3.0], atol=[0.5, 20.0])
+    other = local(124)
+    assert not np.array_equal(other.mean, got.mean)

@@ -36,7 +36,7 @@ import numpy as np
 import pytest
 
 import privagg.mechanisms.mean_small as S
-from privagg.mechanisms.mean import row_keys
+from privagg.mechanisms.mean import interval_utility, row_keys
 from privagg.testing.audit import audit_samples
 
 SEED = 20261201
@@ -81,7 +81,7 @@ def spread_step(x: np.ndarray, n_hat: int, eps: Fraction):
     """(utility, offsets, ε_step, Δ) of step 1 for column 0 (as in coordinate_mean)."""
     _, _, (e_s, _, _, _) = S.coordinate_shares(eps, 1)
     counts = S.pair_quantile_counts(x, keys(), S.positive_grid())[0]
-    util = -np.abs(counts - int(np.floor(S.COORD_QUANTILE * (n_hat - 1))))
+    util = interval_utility(counts, int(np.floor(S.COORD_QUANTILE * (n_hat - 1))))
     return util, float(4 / e_s) * S.log_prior(np.floor(S.GRID_K / 4.0), 0.0), e_s, 2
 
 

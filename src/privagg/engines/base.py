@@ -15,7 +15,9 @@ adds a third implementation of the same methods.
 
 Means read numeric rows through the smaller :class:`PointSource` seam (the finite rows of d
 numeric columns): their count, a Poisson subsample collected to the driver, exact clipped
-integer sums, a histogram of distances and the per-column scale counts. Implemented in memory
+integer sums, a histogram of distances and the per-column scale counts; for the small-sample
+coordinate plan also consecutive-pair counts, per-column counts below public edges, one column's
+rows and the count outside a box. Implemented in memory
 (:class:`privagg.mechanisms.mean.ArrayPoints`: arrays, and CSV/Parquet files read by DuckDB)
 and in Spark (:class:`privagg.engines.spark_points.SparkPoints`); every calibration, threshold
 and accounting step stays in :mod:`privagg.mechanisms.mean`.
@@ -184,6 +186,27 @@ class PointSource(ABC):
     @abstractmethod
     def distance_bins(self, center: np.ndarray, edges: np.ndarray) -> np.ndarray:
         """:func:`~privagg.mechanisms.mean._distance_bins` over all rows: int64 of len(edges) + 1."""
+
+    # the small-sample coordinate plan (privagg.mechanisms.mean_small, docs/proofs/mean.md §11)
+
+    @abstractmethod
+    def pair_quantile_counts(self, keys: np.ndarray, grid: np.ndarray) -> np.ndarray:
+        """:func:`~privagg.mechanisms.mean_small.pair_quantile_counts` over the rows in the
+        keyed order of ``keys`` (the order of :meth:`scale_counts`), for the public ascending
+        ``grid``: int64 of shape (d, len(grid))."""
+
+    @abstractmethod
+    def below_counts(self, edges: list[np.ndarray]) -> list[np.ndarray]:
+        """Per column ``j``, ``#{rows : x_j < e}`` for each public edge ``e`` of ``edges[j]``
+        (any order, may be empty): d int64 arrays of len(edges[j])."""
+
+    @abstractmethod
+    def column(self, j: int) -> PointSource:
+        """The source of column ``j`` alone (d = 1) of the same rows."""
+
+    @abstractmethod
+    def outside_count(self, center: np.ndarray, radii: np.ndarray) -> int:
+        """``#{rows : |x_j − c_j| > R_j for some j}`` (the box of ``radii`` around ``center``)."""
 
 
 class KMeansSource(PointSource):

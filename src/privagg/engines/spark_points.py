@@ -33,6 +33,14 @@ clips and sums:
   stage is marked non-deterministic) — the same law as the local ``gen.random(n) < q``; the kept
   rows (about ``m_locate``, thousands) are collected to the driver once.
 
+* **Small-sample coordinate plan** (:mod:`privagg.mechanisms.mean_small`; the plan choice is
+  the local one, n̂, ε and d only): the spread's pair counts through the same keyed order and
+  partition pipeline as the scale counts (the local ``sorted_pair_quantile_counts`` per sorted
+  partition); per-column counts below public edges (per task a histogram of
+  ``searchsorted(edges, x, "right")`` over the sorted distinct edges, added by Spark:
+  ``posexplode``, ``SUM``); one column's exact clipped sum (``column(j)``, the clipped-sum job
+  above with d = 1); the count outside the box. No task randomness: the seeded release is the local one.
+
 What the driver sees: n, the totals above, the subsample and the partition-boundary rows of the
 scale step (as the local engines, the driver is trusted with the subsample). Executors see their
 rows, the released centers and radii, and the hash keys. Errors name only the schema and the
@@ -45,6 +53,7 @@ rows through :class:`privagg.engines.spark_kmeans.SparkKMeansPoints` (the corese
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -255,13 +264,27 @@ class SparkPoints(PointSource):
         return np.array([table.column(n)[0].as_py() or 0 for n in names], dtype=np.int64)
 
     def scale_counts(self, keys: np.ndarray) -> np.ndarray:
+        from ..mechanisms.mean import SCALE_EXPONENTS, sorted_scale_counts
+
+        return self._ordered_pair_counts(keys, sorted_scale_counts, SCALE_EXPONENTS.size)
+
+    def pair_quantile_counts(self, keys: np.ndarray, grid: np.ndarray) -> np.ndarray:
+        """The same keyed order and partition pipeline as :meth:`scale_counts`, with the local
+        :func:`~privagg.mechanisms.mean_small.sorted_pair_quantile_counts` per sorted partition."""
+        from ..mechanisms.mean_small import sorted_pair_quantile_counts
+
+        g = np.array(grid, dtype=np.float64)
+        return self._ordered_pair_counts(keys, functools.partial(sorted_pair_quantile_counts, grid=g), g.size)
+
+    def _ordered_pair_counts(self, keys: np.ndarray, sorted_counts: Callable[[np.ndarray], np.ndarray],
+                             width: int) -> np.ndarray:
+        """``sorted_counts`` (a sum over consecutive pairs: (d, width) int64) of the rows in the
+        keyed order of ``keys``: per sorted partition, plus the pairs across partition boundaries."""
         import pyarrow as pa
         from pyspark.sql.types import ArrayType, DoubleType, LongType, StructField, StructType
 
-        from ..mechanisms.mean import SCALE_EXPONENTS, sorted_scale_counts
-
         if self.exponents is not None:  # pragma: no cover - scales are computed on the raw rows
-            raise AssertionError("SparkPoints.scale_counts: on scaled rows")
+            raise AssertionError("SparkPoints: pair counts on scaled rows")
         d, ks = self.d, np.array(keys, dtype=np.uint64)
         order_names = ["h"] + [f"o{j}" for j in range(d)] + ["j"]
         bit_names = [f"b{j}" for j in range(d)]
@@ -289,9 +312,8 @@ class SparkPoints(PointSource):
         def pairs(batches: Iterator[Any]) -> Iterator[Any]:
             from pyspark import TaskContext
 
-            from privagg.mechanisms.mean import sorted_scale_counts as counts_of
-
-            total = np.zeros((d, SCALE_EXPONENTS.size), dtype=np.int64)
+            counts_of = sorted_counts
+            total = np.zeros((d, width), dtype=np.int64)
             first = last = None
             for batch in batches:
                 if batch.num_rows == 0:
@@ -329,12 +351,79 @@ class SparkPoints(PointSource):
         ordered = _map(indexed, keyed, key_schema).orderBy(*order_names)
         table = self._collect(_map(ordered, pairs, out_schema))
         parts = sorted(table.to_pylist(), key=lambda row: row["p"])
-        total = np.zeros((d, SCALE_EXPONENTS.size), dtype=np.int64)
+        total = np.zeros((d, width), dtype=np.int64)
         for i, row in enumerate(parts):
-            total += np.asarray(row["counts"], dtype=np.int64).reshape(d, SCALE_EXPONENTS.size)
+            total += np.asarray(row["counts"], dtype=np.int64).reshape(d, width)
             if i:  # the pair across the boundary of two consecutive non-empty partitions
-                total += sorted_scale_counts(np.array([parts[i - 1]["last"], row["first"]], dtype=np.float64))
+                total += sorted_counts(np.array([parts[i - 1]["last"], row["first"]], dtype=np.float64))
         return total
+
+    def below_counts(self, edges: list[np.ndarray]) -> list[np.ndarray]:
+        """Per task and column a histogram of ``searchsorted(E_j, x_j, "right")`` over the sorted
+        distinct edges ``E_j`` (``#{x < E_ji}`` is its cumulative count at ``i``), added by Spark
+        (``posexplode``, ``SUM``); the driver reads each edge's count off the cumulated totals."""
+        import pyarrow as pa
+        from pyspark.sql.types import ArrayType, LongType, StructField, StructType
+
+        d, exps = self.d, self.exponents
+        uniq = [np.unique(np.asarray(e, dtype=np.float64)) for e in edges]  # sorted, distinct
+        sizes = [u.size + 1 for u in uniq]
+        starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+
+        def partial(batches: Iterator[Any]) -> Iterator[Any]:
+            total = np.zeros(int(starts[-1]), dtype=np.int64)
+            for batch in batches:
+                x = _rows(batch, d, exps)
+                for j in range(d):  # over columns
+                    b = np.searchsorted(uniq[j], x[:, j], side="right")  # #{E_j <= x}
+                    total[starts[j] : starts[j + 1]] += np.bincount(b, minlength=sizes[j])
+            yield pa.RecordBatch.from_arrays([pa.array([total.tolist()], type=pa.list_(pa.int64()))], names=["h"])
+
+        schema = StructType([StructField("h", ArrayType(LongType(), False), False)])
+        hist = self._summed_arrays(_map(self.frame, partial, schema), int(starts[-1]))
+        out = []
+        for j, e in enumerate(edges):  # over columns
+            cum = np.cumsum(hist[starts[j] : starts[j + 1]])  # cum[i] = #{x < E_ji}
+            at = np.searchsorted(uniq[j], np.asarray(e, dtype=np.float64), side="left")
+            out.append(cum[at].astype(np.int64) if len(e) else np.zeros(0, dtype=np.int64))
+        return out
+
+    def _summed_arrays(self, partials: Any, size: int) -> np.ndarray:
+        """Σ over rows of the LONG array column ``h`` (length ``size``) of ``partials``, in Spark."""
+        from pyspark.sql import functions as F
+
+        table = self._collect(partials.select(F.posexplode("h").alias("i", "v"))
+                              .groupBy("i").agg(F.sum("v").alias("v")))
+        out = np.zeros(size, dtype=np.int64)
+        if table.num_rows:
+            out[table.column("i").to_numpy()] = table.column("v").to_numpy()
+        return out
+
+    def column(self, j: int) -> SparkPoints:
+        from pyspark.sql import functions as F
+
+        exps = None if self.exponents is None else self.exponents[j : j + 1]
+        return SparkPoints(self.frame.select(F.col(f"c{int(j)}").alias("c0")), 1, self.n, self.randomness,
+                           self.where, exps)
+
+    def outside_count(self, center: np.ndarray, radii: np.ndarray) -> int:
+        import pyarrow as pa
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import LongType, StructField, StructType
+
+        d, exps = self.d, self.exponents
+        c, r = np.array(center, dtype=np.float64), np.array(radii, dtype=np.float64)
+
+        def partial(batches: Iterator[Any]) -> Iterator[Any]:
+            total = 0
+            for batch in batches:
+                with np.errstate(all="ignore"):
+                    total += int((np.abs(_rows(batch, d, exps) - c) > r).any(axis=1).sum())
+            yield pa.RecordBatch.from_arrays([pa.array([total], type=pa.int64())], names=["o"])
+
+        schema = StructType([StructField("o", LongType(), False)])
+        table = self._collect(_map(self.frame, partial, schema).agg(F.sum("o").alias("o")))
+        return int(table.column("o")[0].as_py() or 0)
 
 
 def exact_totals(table: Any, names: list[str]) -> np.ndarray:

@@ -16,7 +16,8 @@ Per group ``g`` (``n_g`` rows), with the shares of :func:`~privagg.mechanisms.me
 2. **Subsample.** Poisson, public rate ``min(1, m_locate/n̂_g)``, ``m_locate`` a public function of
    the plan (:func:`friendly_means_plan`).
 3. **Radius.** Report-noisy-max (``DLap(4/ε_sel)``) over the public grid ``r_j = 2^{j/4}``,
-   ``j = −240 … 240``, of ``−|C_j − ⌊(m_pub − 1)/2⌋|`` (``m_pub = min(n̂ − t_T, m_locate)``),
+   ``j = −240 … 240``, of the interval utility ``−max(0, t − C_j, C_{j−1} − t)``,
+   ``t = ⌊(m_pub − 1)/2⌋`` (``m_pub = min(n̂ − t_T, m_locate)``; ``mean.pair_utility``),
    ``C_j`` the number of consecutive pairs (in a keyed random order) within ``r_j``; radius
    ``r = 3·r_ĵ`` (docs/proofs/mean.md §4b), a G × L matrix for all groups.
 4. **Locate.** BasicFilter (α = 0) with the *exact* predicate ``|a − b| <= r`` (real numbers; its

@@ -6,8 +6,9 @@ with public shares of the budget:
 
 1. **Count.** ``n̂ = n + Z``, ``Z`` discrete Laplace of scale ``1/ε_n`` (ε_n-DP).
 1b. **Per-column scales** (only ``radius=None``, d >= 2 and ``n̂·ε/(10d) >= SCALE_MIN``, public).
-   Per column, report-noisy-max (ε/(10d) each) of the power of two ``2^k`` nearest in rank to the
-   median absolute difference of consecutive rows in a random order; the rest runs on
+   Per column, report-noisy-max (ε/(10d) each) of the power of two ``2^k`` whose cell
+   ``(2^{k−1}, 2^k]`` holds (in rank) the median absolute difference of consecutive rows in a
+   random order (:func:`interval_utility`); the rest runs on
    ``x_j/s_j`` and the release is scaled back, so each column's error follows its own spread
    (:attr:`MeanRelease.scales`; docs/proofs/mean.md §2b).
 2. **Radius** (only when ``radius=None``). AboveThreshold over the public grid
@@ -675,7 +676,7 @@ def private_mean(
     noisy sum of all points clipped to a ball around it, over a noisy count, after a few
     refinement steps and with a privately chosen clipping radius (module docstring).
 
-    Small samples (``radius=None``, d <= 2, in-memory rows, released ``n̂·ε/d < 2500``): the
+    Small samples (``radius=None``, d <= 2, released ``n̂·ε/d < 2500``; also on Spark): the
     coordinate plan instead (:mod:`privagg.mechanisms.mean_small`, docs/proofs/mean.md §11;
     ``clip_rule == "coordinate"``): per coordinate a private spread, a private cell holding the
     median, and a clipped sum (pure ε-DP); ⊥ below ``n̂ < 20·d/ε``; when the data sit too far
@@ -827,6 +828,28 @@ class ArrayPoints(PointSource):
     def distance_bins(self, center: np.ndarray, edges: np.ndarray) -> np.ndarray:
         return _distance_bins(self.x, center, edges)
 
+    def pair_quantile_counts(self, keys: np.ndarray, grid: np.ndarray) -> np.ndarray:
+        return mean_small.pair_quantile_counts(self.x, keys, grid)
+
+    def _sorted_column(self, j: int) -> np.ndarray:
+        cache = self.__dict__.setdefault("_sorted", {})
+        if j not in cache:
+            cache[j] = np.sort(self.x[:, j])
+        return cache[j]
+
+    def below_counts(self, edges: list[np.ndarray]) -> list[np.ndarray]:
+        return [np.searchsorted(self._sorted_column(j), np.asarray(e, dtype=np.float64), side="left")
+                .astype(np.int64) if len(e) else np.zeros(0, dtype=np.int64) for j, e in enumerate(edges)]
+
+    def column(self, j: int) -> ArrayPoints:
+        return ArrayPoints(self.x[:, j : j + 1])
+
+    def outside_count(self, center: np.ndarray, radii: np.ndarray) -> int:
+        if self.x.shape[0] == 0:
+            return 0
+        with np.errstate(all="ignore"):
+            return int((np.abs(self.x - center) > radii).any(axis=1).sum())
+
 
 def _source(x: Any) -> PointSource:
     return x if isinstance(x, PointSource) else ArrayPoints(x)
@@ -843,7 +866,7 @@ def _private_mean(source: PointSource, epsilon: Any, delta: Any, radius: Any, al
     plan = mean_plan(epsilon, delta, calibration=calibration, alpha=alpha,
                      select_radius=r is None, where=where)
     gen, secure = rng if isinstance(rng, tuple) else resolve_rng(rng, where)
-    coord = coordinate and r is None and isinstance(source, ArrayPoints) and coordinate_plan_possible(epsilon)
+    coord = coordinate and r is None and coordinate_plan_possible(epsilon)  # every engine (§11)
     if coordinate:
         loss = mean_privacy_loss(epsilon, delta, calibration=calibration, alpha=alpha,
                                  select_radius=r is None, where=where)
@@ -872,7 +895,7 @@ def _private_mean(source: PointSource, epsilon: Any, delta: Any, radius: Any, al
         if n_hat < need:
             return bottom(r, f"noisy count n̂ = {n_hat} is below the {math.ceil(need)} rows ({mean_small.COORD_MIN}·d/ε) the "
                              "small-sample plan needs")
-        out = coordinate_mean(source.x, n_hat, _frac(epsilon), gen)
+        out = coordinate_mean(source, n_hat, _frac(epsilon), gen)
         if out is None:  # a chosen cell too wide for its spread: FriendlyCore with the ε left (§11)
             rel = _private_mean(source, mean_small.switch_epsilon(_frac(epsilon)), delta, None, alpha,
                                 (gen, secure), calibration, None, m_locate, coordinate=False)
@@ -1083,14 +1106,60 @@ def sorted_scale_counts(xs: np.ndarray) -> np.ndarray:
 
 def _column_scales(source: Any, n_hat: int, eps_col: Fraction,
                    gen: np.random.Generator) -> np.ndarray:
-    """Per column, the exponent ``k`` of the power-of-two scale ``2^k`` nearest (in rank) to the
-    median of the absolute differences of consecutive rows in a random order (about 0.95σ for
-    Gaussian data): report-noisy-max of ``u_k = −|C_k − ⌊(n̂ − 1)/2⌋|`` (sensitivity 2) with
-    discrete Laplace noise of scale ``4/eps_col``, ``eps_col``-DP per column."""
+    """Per column, the exponent ``k`` of the power-of-two scale ``2^k`` whose cell
+    ``(2^{k−1}, 2^k]`` holds (in rank) the median of the absolute differences of consecutive rows
+    in a random order (about 0.95σ for Gaussian data): report-noisy-max of the interval utility
+    ``u_k = −max(0, t − C_k, C_{k−1} − t)``, ``t = ⌊(n̂ − 1)/2⌋`` (:func:`interval_utility`,
+    sensitivity 2) with discrete Laplace noise of scale ``4/eps_col``, ``eps_col``-DP per column."""
+    return tied_column_fallback(_column_scale_picks(source, n_hat, eps_col, gen))
+
+
+def _column_scale_picks(source: Any, n_hat: int, eps_col: Fraction,
+                        gen: np.random.Generator) -> np.ndarray:
+    """The released report-noisy-max picks of :func:`_column_scales`, before the fallback."""
     counts = _source(source).scale_counts(row_keys(_source(source).d, gen))
-    utility = -np.abs(counts - (n_hat - 1) // 2)
-    noisy = utility + discrete_laplace(4 / eps_col, size=utility.shape, rng=gen)
-    return SCALE_EXPONENTS[np.argmax(noisy, axis=1)].astype(np.int64)
+    utility = untied_scale_utility(counts, n_hat)
+    offsets = float(8 / eps_col) * scale_log_prior(SCALE_EXPONENTS)
+    noisy = utility + discrete_laplace(8 / eps_col, size=utility.shape, rng=gen)
+    return SCALE_EXPONENTS[np.argmax(noisy + offsets, axis=1)].astype(np.int64)
+
+
+def untied_scale_utility(counts: np.ndarray, n_hat: int) -> np.ndarray:
+    """Twice the interval utility of the median of the UNTIED consecutive differences:
+    ``Z = C_0`` (the pairs within ``2^{SCALE_EXPONENTS[0]}``: tied, e.g. equal values of a binary
+    or integer column), target ``Z + (m − Z)/2`` with ``m = n̂ − 1``, so
+    ``u_k = −max(0, m + Z − 2C_k, 2C_{k−1} − m − Z)`` (``C_{−1} := 0``). One row added or removed
+    moves every ``u_k`` by at most 4 (docs/proofs/mean.md §2b: the removed and the two added pairs'
+    indicators, tied ⇒ within every grid value), the same noise-to-sensitivity ratio as the
+    plain median's utility (sensitivity 2 at half the scale). Int64, shape of ``counts``."""
+    c = np.asarray(counts, dtype=np.int64)
+    m = np.int64(int(n_hat) - 1)
+    t2 = (m + c[..., :1])  # (d, 1)
+    below = np.zeros_like(c)
+    below[..., 1:] = c[..., :-1]
+    return -np.maximum(np.maximum(t2 - 2 * c, 2 * below - t2), 0)
+
+
+def scale_log_prior(k: np.ndarray) -> np.ndarray:
+    """A public, data-independent log prior over the scale exponents, ``−6·ln(1 + |k|/4)``: added to
+    the noisy utilities as offsets (report-noisy-max of ``u + offset`` is report-noisy-max of a
+    utility of the same sensitivity), it decides only where the utilities are flat (a column with
+    few untied pairs) and keeps such a column near its own units instead of at a random octave."""
+    return -6.0 * np.log1p(np.abs(np.asarray(k, dtype=np.float64)) / 4.0)
+
+
+def tied_column_fallback(picks: np.ndarray) -> np.ndarray:
+    """Post-processing of the released picks (docs/proofs/mean.md §2b): a column whose pick is the
+    grid's bottom cell (its median consecutive difference is 0: a binary or near-constant column,
+    more than half of its pairs tied) carries no usable scale, and standardizing it by ``2^−50``
+    would blow it up; it takes the median of the other columns' picks (rounded down), or 0 (its
+    own units) when every column is at the bottom."""
+    picks = np.asarray(picks, dtype=np.int64).copy()
+    bottom = picks == SCALE_EXPONENTS[0]
+    if bottom.any():
+        rest = picks[~bottom]
+        picks[bottom] = int(np.floor(np.median(rest))) if rest.size else 0
+    return picks
 
 
 def pair_factor(d: int) -> float:
@@ -1117,8 +1186,8 @@ def pair_counts(sub: np.ndarray, order: np.ndarray) -> np.ndarray:
 
 
 def _pair_radius(sub: np.ndarray, m_pub: int, eps_sel: Fraction, gen: np.random.Generator) -> float:
-    """``pair_factor(d)·r_ĵ``: report-noisy-max of ``u_j = −|C_j − ⌊(m_pub − 1)/2⌋|`` over the
-    radius grid (:func:`pair_counts`; sensitivity 2, discrete Laplace of scale ``4/ε_sel``;
+    """``pair_factor(d)·r_ĵ``: report-noisy-max of :func:`pair_utility` (the interval utility of
+    the median, ``t = ⌊(m_pub − 1)/2⌋``) over the radius grid (:func:`pair_counts`; sensitivity 2, discrete Laplace of scale ``4/ε_sel``;
     ``m_pub = min(n̂, m_locate)`` public): ε_sel-DP (docs/proofs/mean.md §4b)."""
     from ..friendlycore.radius import grid_radii
 
@@ -1128,11 +1197,30 @@ def _pair_radius(sub: np.ndarray, m_pub: int, eps_sel: Fraction, gen: np.random.
     return float(grid_radii()[int(np.argmax(noisy))]) * pair_factor(sub.shape[1])
 
 
+def interval_utility(counts: np.ndarray, target: Any) -> np.ndarray:
+    """The interval (cell) utility of the ``target``-th smallest of the values behind the
+    cumulative ``counts`` ``C_k = #{v <= g_k}`` (nondecreasing along the last axis, a public grid
+    ``g``): ``u_k = −max(0, t − C_k, C_{k−1} − t)`` with ``C_{−1} := 0`` (the grid's first cell is
+    ``(−∞, g_0]``; beyond the last, ``t > C_{L−1}``, the last cell is the nearest). 0 exactly for
+    the cells ``(g_{k−1}, g_k]`` where the counts reach ``t`` (``C_{k−1} <= t <= C_k``: they hold
+    the ``t``-th smallest value, or border it), else minus the rank distance to them:
+    a plateau of equal counts (ties, e.g. many differences exactly 0) no longer comes nearer to
+    ``t`` than the cell where the counts cross it (``−|C_k − t|`` did). Sensitivity 2 when each
+    ``C_k`` moves by at most 2 and ``t`` is public (each of the three terms moves by at most 2;
+    docs/proofs/mean.md §2b). ``counts`` of shape ``(..., L)``, ``target`` an int or an array of
+    shape ``(...)``; int64 out."""
+    c = np.asarray(counts, dtype=np.int64)
+    t = np.asarray(target, dtype=np.int64)[..., None]
+    below = np.zeros_like(c)
+    below[..., 1:] = c[..., :-1]  # C_{k−1}, C_{−1} = 0
+    return -np.maximum(np.maximum(t - c, below - t), 0)
+
+
 def pair_utility(counts: np.ndarray, m_pub: Any) -> np.ndarray:
-    """``u_j = −|C_j − ⌊(m_pub − 1)/2⌋|`` (sensitivity 2 when each ``C_j`` moves by at most 2);
-    ``counts`` of shape ``(..., L)`` and ``m_pub`` an int or an array of shape ``(...)``."""
-    target = (np.asarray(m_pub, dtype=np.int64) - 1) // 2
-    return -np.abs(counts - target[..., None]) if np.ndim(target) else -np.abs(counts - target)
+    """:func:`interval_utility` of the median consecutive-pair count, ``t = ⌊(m_pub − 1)/2⌋``
+    (sensitivity 2 when each ``C_j`` moves by at most 2); ``counts`` of shape ``(..., L)`` and
+    ``m_pub`` an int or an array of shape ``(...)``."""
+    return interval_utility(counts, (np.asarray(m_pub, dtype=np.int64) - 1) // 2)
 
 
 def _grid_up(v: float) -> float:

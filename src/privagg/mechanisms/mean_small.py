@@ -1,13 +1,14 @@
 """The small-sample coordinate-wise plan of :func:`privagg.private_mean` (issue 11, items 1, 2, 4).
 
 Chosen from the released count (public, like every plan switch of ``private_mean``): when
-``radius=None``, the rows are in memory, ``d <=`` :data:`COORD_DMAX` and ``n̂·ε/d <``
+``radius=None`` (any engine: in memory or Spark), ``d <=`` :data:`COORD_DMAX` and ``n̂·ε/d <``
 :data:`COORD_SAMPLE` (⊥ below ``n̂ < COORD_MIN·d/ε``), and only when every step gets at least
 :data:`STEP_EPS_MIN` (:func:`plan_possible`, ε >= about 2⁻³⁴). Proof: docs/proofs/mean.md §11. After the
 count ``n̂`` (ε_n = ε/40), ε/40 goes to a noisy count of the rows outside the clipping box and
 ``ε_j = (ε − ε/20)/d`` to each coordinate ``j`` (shares :data:`COORD_SHARES`), spent on
 
-1. a spread ``s_j`` (location-free): report-noisy-max of ``−|C_k − ⌊q(n̂ − 1)⌋|`` over
+1. a spread ``s_j`` (location-free): report-noisy-max of the interval utility
+   ``−max(0, t − C_k, C_{k−1} − t)``, ``t = ⌊q(n̂ − 1)⌋`` (:func:`~.mean.interval_utility`) over
    ``2^{k/4}`` (every float magnitude), ``C_k`` the number of consecutive pairs of the keyed row
    order with ``|x_a − x_b| <= 2^{k/4}`` (sensitivity 2, mean.md §2b), prior :func:`log_prior`;
 2. an octave cell: report-noisy-max of :func:`cell_utility` (sensitivity 1) over the partition
@@ -24,6 +25,9 @@ count ``n̂`` (ε_n = ε/40), ε/40 goes to a noisy count of the rows outside th
 Report-noisy-max: ``argmax_c (u(c) + a(c) + ν_c)``, ``ν_c ~ DLap(2Δ/ε_step)`` i.i.d., ``a`` public
 offsets ``(2Δ/ε_step)·ln prior(c)``: ε_step-DP for any data-independent offsets (mean.md §11).
 Vectorized over candidates (sorted column, ``searchsorted``); loops run over the d columns only.
+Every data access is a :class:`~privagg.engines.base.PointSource` method (``pair_quantile_counts``,
+``below_counts``, ``column(j).clipped_integer_sum``, ``outside_count``): exact integers, the same
+in every engine, so the plan and its release law do not depend on where the rows live.
 """
 
 from __future__ import annotations
@@ -106,9 +110,15 @@ def cell_utility(sorted_col: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.n
     Adding a row moves ``n`` by 1 and each count by at most 1, so each of the three terms by at
     most 1: sensitivity 1 (docs/proofs/mean.md §11)."""
     n = sorted_col.size
-    below = np.searchsorted(sorted_col, lo, side="left")
-    above = n - np.searchsorted(sorted_col, hi, side="left")
-    return -np.maximum(0, np.maximum(2 * below - n, 2 * above - n))
+    return cell_utility_of_counts(np.searchsorted(sorted_col, lo, side="left"),
+                                  np.searchsorted(sorted_col, hi, side="left"), n)
+
+
+def cell_utility_of_counts(below_lo: np.ndarray, below_hi: np.ndarray, n: int) -> np.ndarray:
+    """:func:`cell_utility` from the counts ``#{x < lo_k}``, ``#{x < hi_k}`` and ``n`` (as a
+    :class:`~privagg.engines.base.PointSource` returns them, :meth:`~privagg.engines.base.PointSource.below_counts`)."""
+    above = n - below_hi
+    return -np.maximum(0, np.maximum(2 * below_lo - n, 2 * above - n))
 
 
 def pair_quantile_counts(x: np.ndarray, keys: np.ndarray, grid: np.ndarray) -> np.ndarray:
@@ -117,11 +127,19 @@ def pair_quantile_counts(x: np.ndarray, keys: np.ndarray, grid: np.ndarray) -> n
     pair and adds two: every count moves by at most 2. Translation invariant."""
     from .mean import _keyed_row_order
 
-    n, d = x.shape
+    if x.shape[0] < 2:
+        return np.zeros((x.shape[1], grid.size), dtype=np.int64)
+    return sorted_pair_quantile_counts(x[_keyed_row_order(x, keys)], grid)
+
+
+def sorted_pair_quantile_counts(xs: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """:func:`pair_quantile_counts` of rows already in their order (the pairs ``xs[i], xs[i+1]``):
+    a sum over pairs, so the counts of consecutive runs of the order add up (plus their boundary
+    pairs; the Spark engine's sorted partitions)."""
+    n, d = xs.shape
     out = np.zeros((d, grid.size), dtype=np.int64)
     if n < 2:
         return out
-    xs = x[_keyed_row_order(x, keys)]
     with np.errstate(over="ignore", invalid="ignore"):
         diff = np.sort(np.abs(xs[1:] - xs[:-1]), axis=0)  # (n − 1, d), may be inf
     for j in range(d):  # over columns
@@ -185,34 +203,38 @@ def plan_possible(epsilon: Fraction) -> bool:
     return smallest_step_epsilon(epsilon) >= STEP_EPS_MIN
 
 
-def coordinate_mean(x: np.ndarray, n_hat: int, epsilon: Fraction, gen: np.random.Generator
+def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Generator
                     ) -> dict[str, Any] | None:
-    """Steps 1–4 of the module docstring on the finite rows ``x`` (n, d), given the released
+    """Steps 1–4 of the module docstring on the finite rows ``x`` (n, d) — an array or a
+    :class:`~privagg.engines.base.PointSource` (every data access is one of its methods, so an
+    engine returns the same integers and the release has the same law) — given the released
     ``n̂ >= 1``. Returns the released values (mean, center, spreads, radii, outside count, and the
     public noise description for the confidence intervals), or None after steps 1–2 when a
     coordinate needs more than :data:`COORD_LEVELS` refinement levels (the caller then switches
     to the FriendlyCore plan with :func:`switch_epsilon`)."""
-    from .mean import _finite, _grid_up, _noisy_clipped_release, _sum_exponent, row_keys
+    from .mean import (_finite, _grid_up, _noisy_clipped_release, _source, _sum_exponent,
+                       interval_utility, row_keys)
 
-    n, d = x.shape
+    source = _source(x)
+    n, d = source.count(), source.d
     _, eps_out, (e_s, e_o, e_l, e_sum) = coordinate_shares(epsilon, d)
-    cols = [np.sort(x[:, j]) for j in range(d)]
     # 1. spread: the COORD_QUANTILE quantile of |x_a − x_b| over consecutive pairs (sensitivity 2)
     grid_p = positive_grid()
-    counts = pair_quantile_counts(x, row_keys(d, gen), grid_p)
+    counts = source.pair_quantile_counts(row_keys(d, gen), grid_p)
     target = int(math.floor(COORD_QUANTILE * (n_hat - 1)))
-    util = -np.abs(counts - target)
+    util = interval_utility(counts, target)  # the cell holding the quantile (§11)
     off = float(4 / e_s) * log_prior(np.floor(GRID_K / 4.0), 0.0)
     spread = grid_p[noisy_max(util, off[None, :], e_s, gen, sensitivity=2)]
     # 2. octave cell (cell utility, prior centred at the spread's octave)
     e_min = (_octave(spread) + 1).astype(np.int64)  # cells at least about twice the spread wide
+    cells = [octave_cells(int(e)) for e in e_min.tolist()]
+    below = source.below_counts([np.concatenate([c[0], c[1]]) for c in cells])  # one pass, d columns
     util, off = [], []
     for j in range(d):  # over columns
-        lo, hi, oct_ = octave_cells(int(e_min[j]))
-        util.append(cell_utility(cols[j], lo, hi))
+        lo, hi, oct_ = cells[j]
+        util.append(cell_utility_of_counts(below[j][: lo.size], below[j][lo.size :], n))
         off.append(float(2 / e_o) * log_prior(oct_, float(e_min[j] - 1)))
     width = max(u.size for u in util)
-    cells = [octave_cells(int(e)) for e in e_min.tolist()]
     util = np.stack([np.pad(u, (0, width - u.size), constant_values=-(10**18)) for u in util])
     off = np.stack([np.pad(o, (0, width - o.size)) for o in off])
     pick = noisy_max(util, off, e_o, gen)
@@ -230,7 +252,10 @@ def coordinate_mean(x: np.ndarray, n_hat: int, epsilon: Fraction, gen: np.random
             w = (b[j] - a[j]) / COORD_BRANCH
             sub_lo = a[j] + steps[:-1] * w
             sub_hi = a[j] + steps[1:] * w
-            k = noisy_max(cell_utility(cols[j], sub_lo, sub_hi)[None, :], np.zeros(1), e_lv, gen)[0]
+            edges = [np.concatenate([sub_lo, sub_hi]) if i == j else np.zeros(0) for i in range(d)]
+            bl = source.below_counts(edges)[j]
+            util_j = cell_utility_of_counts(bl[: sub_lo.size], bl[sub_lo.size :], n)
+            k = noisy_max(util_j[None, :], np.zeros(1), e_lv, gen)[0]
             a[j], b[j] = sub_lo[k], sub_hi[k]
     center = _finite(a + (b - a) / 2)
     # 4. clipped sums, one coordinate at a time (discrete Laplace, ε-DP each)
@@ -238,13 +263,12 @@ def coordinate_mean(x: np.ndarray, n_hat: int, epsilon: Fraction, gen: np.random
     mean = np.empty(d)
     params, steps_g = np.empty(d), np.empty(d)
     for j in range(d):  # over columns
-        rel = _noisy_clipped_release(x[:, j : j + 1], center[j : j + 1], float(radii[j]), e_sum,
+        rel = _noisy_clipped_release(source.column(j), center[j : j + 1], float(radii[j]), e_sum,
                                      _LAPLACE, gen)
         mean[j] = _finite(center[j] + rel.values[0] / n_hat)
         params[j], steps_g[j] = float(rel.noise_grid), rel.step
     # noisy count of the rows beyond the box (any coordinate): sensitivity 1
-    with np.errstate(all="ignore"):
-        out_rows = int((np.abs(x - center) > radii).any(axis=1).sum()) if n else 0
+    out_rows = source.outside_count(center, radii)
     outside = out_rows + int(discrete_laplace(1 / eps_out, rng=gen))
     q = math.exp(-float(eps_out))
     h = np.ldexp(1.0, [_sum_exponent(float(r)) for r in radii])
