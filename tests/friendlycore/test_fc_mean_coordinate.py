@@ -115,3 +115,23 @@ def test_tiny_n_bottom_reason_is_public(monkeypatch):
     monkeypatch.setattr(S, "COORD_MIN", 10**6)  # every n̂ >= 1 is below 10^6·d/ε
     rel = private_mean(np.random.default_rng(SEED).normal(size=(300, 2)), epsilon=1.0, delta=1e-6, rng=SEED)
     assert not rel.ok and "small-sample plan needs" in rel.reason
+
+
+def test_tiny_tables_are_bottom_not_far(monkeypatch):
+    """n = 5 rows (sd 1, around 0), d = 1, 2, 200 seeds each: a release more than 10 away from the
+    data happens only when n̂·ε >= 200 (COORD_MIN_COUNT), probability 0.5·e^(−195/40) < 0.004 per
+    seed: at most 5 of 200 (false-failure rate below 1e-3). Control: without the count floor
+    (COORD_MIN_COUNT = 0) most releases were far (measured 57 of 82 at d = 1)."""
+    def far(floor: int, d: int) -> int:
+        monkeypatch.setattr(S, "COORD_MIN_COUNT", floor)
+        x = np.random.default_rng(SEED).normal(size=(5, d))
+        rels = [private_mean(x, epsilon=1.0, delta=1e-6, rng=s) for s in range(200)]
+        return sum(r.ok and bool(np.abs(r.mean).max() > 10) for r in rels)
+
+    for d in (1, 2):
+        got = far(S.COORD_MIN_COUNT if S.COORD_MIN_COUNT else 200, d)
+        print(f"seed={SEED} d={d}: far releases {got}/200")
+        assert got <= 5, (d, got)
+    control = far(0, 1)
+    print(f"control (no count floor): far releases {control}/200")
+    assert control >= 20, control

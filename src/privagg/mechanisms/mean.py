@@ -891,9 +891,10 @@ def _private_mean(source: PointSource, epsilon: Any, delta: Any, radius: Any, al
         return bottom(r, f"about 0 numeric rows (noisy count n̂ = {n_hat} < 1)")
     if coord and d <= mean_small.COORD_DMAX and n_hat * _frac(epsilon) < mean_small.COORD_SAMPLE * d:
         # the small-sample coordinate plan (public: n̂, ε, d; docs/proofs/mean.md §11)
-        need = mean_small.COORD_MIN * d / _frac(epsilon)
+        need = max(mean_small.COORD_MIN * d, mean_small.COORD_MIN_COUNT) / _frac(epsilon)
         if n_hat < need:
-            return bottom(r, f"noisy count n̂ = {n_hat} is below the {math.ceil(need)} rows ({mean_small.COORD_MIN}·d/ε) the "
+            return bottom(r, f"noisy count n̂ = {n_hat} is below the {math.ceil(need)} rows "
+                             f"(max({mean_small.COORD_MIN}·d, {mean_small.COORD_MIN_COUNT})/ε) the "
                              "small-sample plan needs")
         out = coordinate_mean(source, n_hat, _frac(epsilon), gen)
         if out is None:  # a chosen cell too wide for its spread: FriendlyCore with the ε left (§11)

@@ -2,7 +2,7 @@
 
 Chosen from the released count (public, like every plan switch of ``private_mean``): when
 ``radius=None`` (any engine: in memory or Spark), ``d <=`` :data:`COORD_DMAX` and ``n̂·ε/d <``
-:data:`COORD_SAMPLE` (⊥ below ``n̂ < COORD_MIN·d/ε``), and only when every step gets at least
+:data:`COORD_SAMPLE` (⊥ below ``n̂ < max(COORD_MIN·d, COORD_MIN_COUNT)/ε``), and only when every step gets at least
 :data:`STEP_EPS_MIN` (:func:`plan_possible`, ε >= about 2⁻³⁴). Proof: docs/proofs/mean.md §11. After the
 count ``n̂`` (ε_n = ε/40), ε/40 goes to a noisy count of the rows outside the clipping box and
 ``ε_j = (ε − ε/20)/d`` to each coordinate ``j`` (shares :data:`COORD_SHARES`), spent on
@@ -45,9 +45,16 @@ from ..noise.samplers import discrete_laplace
 COORD_SAMPLE = 2500
 #: Only for d <= this (public): at d >= 3, n = 300, ε = 1 the per-coordinate spread step is too
 #: noisy (measured ⊥ 6/20 and 3.2× the oracle at d = 3, ⊥ 17/20 at d = 5), the FriendlyCore plan runs.
+#: (With COORD_LEVELS = 6, d = 3 measured 2.32×, ⊥ 0/40 at n = 300, but at n = 6000 on integer
+#: lattice data up to 7 SE off where FriendlyCore is within 1: not switched on.)
 COORD_DMAX = 2
 #: Below ``n̂·ε/d <`` this the coordinate plan releases ⊥ (too few rows for any of its steps).
 COORD_MIN = 20
+#: ... and below ``n̂·ε < COORD_MIN_COUNT`` (public): five scales of the count's noise
+#: (DLap(40/ε)). With the floor at COORD_MIN·d/ε alone, tiny tables (n = 5 … 20) whose n̂ came
+#: out far too high released means 10+ standard deviations off in most releases (the pair-count
+#: targets then lie beyond the data's pairs: a plateau); P[n̂·ε >= 200 | n·ε <= 50] < 1.2 %.
+COORD_MIN_COUNT = 200
 #: Share of ε of the noisy count of rows outside the clipping box.
 COORD_SHARE_OUTSIDE = Fraction(1, 40)
 #: Shares of each coordinate's ε_j: spread, octave cell, refinement levels (together), sum.
