@@ -24,6 +24,16 @@ __all__ = ["parse_conf", "spark_frame", "spark_histogram", "spark_kmeans", "spar
 _CSV_SUFFIXES = {".csv", ".tsv", ".txt", ".gz", ".zst"}
 
 
+def engine_conf(where: str, engine: str, master: str | None, items: tuple[str, ...]) -> dict[str, str]:
+    """``--engine`` (duckdb|spark), with ``--spark-master``/``--spark-conf`` only for spark: the
+    parsed ``--spark-conf`` (the checks ``privagg mean`` and ``privagg kmeans`` share)."""
+    _validate.check_choice(where, "engine", engine, ("duckdb", "spark"))
+    if engine != "spark" and (master is not None or items):
+        raise _validate.fail(where, "spark-master" if master is not None else "spark-conf",
+                             "given with --engine spark only", master or items[0])
+    return parse_conf(where, items)
+
+
 def parse_conf(where: str, items: tuple[str, ...]) -> dict[str, str]:
     """``--spark-conf k=v`` (repeatable) as a dict; a key given twice is an error."""
     conf: dict[str, str] = {}

@@ -88,11 +88,7 @@ def mean(
     _validate.check_choice(WHERE, "calibration", calibration, CALIBRATIONS)
     if plot is not None:
         plot = check_plot(WHERE, plot, len(cols))
-    _validate.check_choice(WHERE, "engine", engine, ("duckdb", "spark"))
-    if engine != "spark" and (spark_master is not None or spark_conf):
-        raise _validate.fail(WHERE, "spark-master" if spark_master is not None else "spark-conf",
-                             "given with --engine spark only", spark_master or spark_conf[0])
-    conf = _spark.parse_conf(WHERE, spark_conf)
+    conf = _spark.engine_conf(WHERE, engine, spark_master, spark_conf)
     if engine == "spark":
         if privacy_unit is not None:
             raise _validate.fail(WHERE, "privacy-unit", "absent with --engine spark (user-level means are not yet "
