@@ -231,6 +231,13 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("agg-fc-core-sens-half", "aggregate: FriendlyCore core-average sensitivity r/m instead of 2r/m", GM,
              "spread_g = 2.0 * radius / g_c", "spread_g = 1.0 * radius / g_c",
              (TA + "test_aggregate_mutants.py",)),
+    Mutation("mean-coord-count-floor-off", "mean coordinate plan: no n̂·ε >= 200 floor (tiny tables released far)",
+             "mechanisms/mean_small.py", "COORD_MIN_COUNT = 200\n", "COORD_MIN_COUNT = 0\n",
+             ("tests/friendlycore/test_fc_mean_coordinate.py::test_tiny_tables_are_bottom_not_far",)),
+    Mutation("mean-scale-untied-noise-half", "mean scale step: noise for sensitivity 2 on the doubled (Δ = 4) utility",
+             "mechanisms/mean.py", "noisy = utility + discrete_laplace(8 / eps_col, size=utility.shape, rng=gen)",
+             "noisy = utility + discrete_laplace(4 / eps_col, size=utility.shape, rng=gen)",
+             ("tests/friendlycore/test_fc_mean_tied_columns.py::test_scale_step_noise_scale_known_answer",)),
 )
 
 

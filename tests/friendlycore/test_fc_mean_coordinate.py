@@ -129,7 +129,7 @@ def test_tiny_tables_are_bottom_not_far(monkeypatch):
         return sum(r.ok and bool(np.abs(r.mean).max() > 10) for r in rels)
 
     for d in (1, 2):
-        got = far(S.COORD_MIN_COUNT if S.COORD_MIN_COUNT else 200, d)
+        got = far(S.COORD_MIN_COUNT, d)  # the shipped floor (a mutant at 0 must fail here)
         print(f"seed={SEED} d={d}: far releases {got}/200")
         assert got <= 5, (d, got)
     control = far(0, 1)

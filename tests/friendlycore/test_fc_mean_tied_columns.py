@@ -74,3 +74,20 @@ def test_binary_columns_mean_within_standard_errors():
         r = M.private_mean(x, epsilon=1.0, delta=1e-6, rng=seed)
         print(f"seed={seed} scales={r.scales} err/SE={np.abs(r.mean - x.mean(0)) / se}")
         assert r.ok and (np.abs(r.mean - x.mean(0)) / se).max() < 40, seed
+
+
+def test_scale_step_noise_scale_known_answer(monkeypatch):
+    """The noise of the doubled-unit utility (sensitivity 4) is DLap(8/ε_col): a known answer (the
+    audits cannot see a 2× understatement here: the bound 2Δ is not reached by one row, see
+    test_fc_mean_interval.py). Control: the scale recorded is not the Δ = 2 scale 4/ε_col."""
+    seen = []
+    real = M.discrete_laplace
+
+    def spy(scale, size=None, rng=None):
+        seen.append(Fraction(scale))
+        return real(scale, size=size, rng=rng)
+
+    monkeypatch.setattr(M, "discrete_laplace", spy)
+    eps_col = Fraction(1, 50)
+    M._column_scale_picks(_table(2000), 2000, eps_col, np.random.default_rng(SEED))
+    assert seen == [8 / eps_col] and seen != [4 / eps_col], seen
