@@ -1,7 +1,8 @@
 """``private_kmeans`` on a Spark DataFrame (local mode): the coreset strategy's exact counts and
-sums in Spark are the local ones bit for bit, the seeded release is the local code's (no step
-draws randomness in the tasks, so the released law is the local one), sums are DECIMAL, errors
-and the refusal of sample and aggregate come before any Spark job and any charge.
+sums in Spark are the local ones bit for bit; the stable histograms' noise is drawn in the tasks
+with the local law (tested), and apart from it the seeded release is the local code's (replay);
+sums are DECIMAL; errors and the refusal of sample and aggregate come before any Spark job and
+any charge.
 
 One SparkSession for all Spark tests (tests/engines/conftest.py).
 """
@@ -79,26 +80,94 @@ def test_exact_counts_and_sums_identical_to_numpy(spark) -> None:
             assert sizes.sum() == local.count() and all(isinstance(v, int) for v in sums.ravel())
 
 
-def test_seeded_release_is_the_local_code(spark) -> None:
+def test_seeded_release_is_the_local_code_but_the_task_noise(spark, monkeypatch) -> None:
     """Same seed → the Spark release equals the local coreset strategy on the same rows with the
-    same driver generator, bit for bit. d = 12 > D_CORE: projected, so every seam method runs
-    (the anchor, labels in both spaces; the unprojected methods are compared above). Negative
-    control: another seed gives another release."""
+    same driver generator, bit for bit, once the two stable histograms' outputs drawn in the
+    tasks (kept cells, kept per-column bins) are replayed into the local code; the driver's
+    generator never draws that noise. d = 12 > D_CORE: projected, so every seam method runs (the
+    anchor, labels in both spaces). Negative controls: the local code drawing the noise itself
+    (no replay), and another driver seed, give other releases."""
     d = 12
     x = mixture(6000, d, 30 + d)
     df = spark.createDataFrame(x.tolist(), ", ".join(f"c{j} double" for j in range(d))).repartition(3)
+    recorded: list[tuple[str, tuple]] = []
+    for name in ("noisy_cells", "noisy_column_cells"):
+        method = getattr(SparkKMeansPoints, name)
+
+        def spy(self, *args, _method=method, _name=name):
+            out = _method(self, *args)
+            recorded.append((_name, out))
+            return out
+
+        monkeypatch.setattr(SparkKMeansPoints, name, spy)
     got = K.private_kmeans(df, 3, epsilon=1.0, delta=1e-6, rng=99)
+    assert [n for n, _ in recorded] == ["noisy_cells", "noisy_column_cells"]
+    first = list(recorded)
 
-    def local(seed: int) -> K.KMeansRelease:
+    class Replay(K.ArrayKMeansPoints):
+        def noisy_cells(self, *args):
+            return dict(first)["noisy_cells"]
+
+        def noisy_column_cells(self, *args):
+            return dict(first)["noisy_column_cells"]
+
+    def local(seed: int, source: type) -> K.KMeansRelease:
         _, gen, secure = se.task_randomness(seed, "private_kmeans")
-        return K._private_kmeans_coreset(K.ArrayKMeansPoints(x), 3, 1.0, 1e-6, (gen, secure), None)
+        return K._private_kmeans_coreset(source(x), 3, 1.0, 1e-6, (gen, secure), None)
 
-    want = local(99)
+    want = local(99, Replay)
     assert got.ok and want.ok and got.strategy == "coreset"
     for name in ("n_hat", "cell_side", "coreset_size", "epsilon", "delta", "secure"):
         assert getattr(got, name) == getattr(want, name), name
     assert np.array_equal(got.centers, want.centers)
-    assert not np.array_equal(local(100).centers, got.centers)
+    assert not np.array_equal(local(99, K.ArrayKMeansPoints).centers, got.centers)
+    assert not np.array_equal(local(100, Replay).centers, got.centers)
+
+
+def _p_keep(scale: float, margin: int) -> float:
+    """P[Z >= margin] for Z ~ DLap(scale), margin >= 1: q^margin/(1 + q), q = e^{−1/scale}."""
+    q = np.exp(-1.0 / scale)
+    return q**margin / (1 + q)
+
+
+def test_noise_in_the_tasks_has_the_local_law(spark) -> None:
+    """The coreset histogram's noise drawn in the tasks: 20,000 cells of exactly one row each
+    (one Spark job, 4 partitions), scale 2, threshold 2, so a cell is kept iff Z >= 1 and its
+    noisy count is 1 + Z. Seed 8675309 (printed in the assertion). The kept fraction is within
+    4.5 sd of P[Z >= 1] = 0.3775 (false failure ≈ 7·10⁻⁶), and among kept cells the fraction with
+    Z >= 2 within 4.5 sd of q = e^{−1/2}. Only kept cells come back (every returned count >= T).
+    A second noise stage of the same source draws from new streams; a new source with the same
+    seed reproduces the first.
+    Negative control: the law at scale 1.6 (×0.8) is rejected by the same test (its kept
+    fraction 0.3487 is 8.4 sd away)."""
+    m = 20000
+    x = np.column_stack([np.arange(m) + 0.5, np.full(m, 0.5)])
+    df = spark.createDataFrame(x.tolist(), "a double, b double").repartition(4)
+    with sp.points_of("private_kmeans", df, None, None, 1, 8675309, lambda: None) as (src, gen, _):
+        spk = SparkKMeansPoints.of(src)
+        state = gen.bit_generator.state
+        cells, noisy = spk.noisy_cells(None, np.zeros(2), 1.0, 2, 2, gen)
+        assert gen.bit_generator.state == state  # the driver's generator draws nothing
+        exact_cells, exact = spk.cell_counts(None, np.zeros(2), 1.0)
+        other = spk.noisy_cells(None, np.zeros(2), 1.0, 2, 2, gen)  # a second stage: new streams
+        again = SparkKMeansPoints.of(src).noisy_cells(None, np.zeros(2), 1.0, 2, 2, gen)
+    assert not np.array_equal(other[0], cells)
+    assert np.array_equal(again[0], cells) and np.array_equal(again[1], noisy)  # seeded: reproducible
+    assert exact.tolist() == [1] * m
+    assert noisy.min() >= 2 and np.all(np.isin(cells[:, 0], exact_cells[:, 0]))
+    assert np.array_equal(cells, cells[np.lexsort(cells.T[::-1])])
+
+    def passes(scale: float) -> bool:
+        p1 = _p_keep(scale, 1)
+        kept = cells.shape[0] / m
+        ok1 = abs(kept - p1) <= 4.5 * np.sqrt(p1 * (1 - p1) / m)
+        q = np.exp(-1.0 / scale)
+        deeper = float(np.mean(noisy >= 3))
+        ok2 = abs(deeper - q) <= 4.5 * np.sqrt(q * (1 - q) / cells.shape[0])
+        return bool(ok1 and ok2)
+
+    assert passes(2.0), f"seed 8675309: kept {cells.shape[0]}/{m}"
+    assert not passes(1.6), "negative control (scale ×0.8) not detected"
 
 
 def test_parameter_errors_and_refusals_before_any_spark_job(spark, tmp_path: Path) -> None:

@@ -217,7 +217,38 @@ class KMeansSource(PointSource):
     is a deterministic function of the rows and of its public arguments, draws no randomness, and
     returns exact integers; every implementation returns the same values for the same rows (the
     per-row arithmetic is :mod:`privagg.mechanisms.kmeans`'s). Only these totals reach the caller.
+
+    The two stable histograms of the strategy, :meth:`noisy_cells` and :meth:`noisy_column_cells`,
+    add their noise and threshold where the counts are: here (the default, from the caller's
+    generator, in the local order) or, in Spark, in the tasks, so that only the kept cells and
+    their noisy counts reach the caller (:mod:`privagg.engines.spark_kmeans`). Same law.
     """
+
+    def noisy_cells(self, proj: np.ndarray | None, shift: np.ndarray, side: float, scale: Any,
+                    threshold: int, gen: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """The stable histogram of the cells of :meth:`cell_counts`: every occupied cell's count
+        plus ``DLap(scale)`` (independent), kept when ``>= threshold``. Returns the kept cells in
+        lexicographic order (float64 (m, dc)) and their noisy counts (int64)."""
+        from ..noise.samplers import discrete_laplace
+
+        zs, counts = self.cell_counts(proj, shift, side)
+        if zs.shape[0] == 0:
+            return zs, counts
+        noisy = counts + discrete_laplace(scale, size=counts.size, rng=gen)
+        keep = noisy >= threshold
+        return zs[keep], noisy[keep]
+
+    def noisy_column_cells(self, width: float, u: np.ndarray, variance: Any, threshold: int,
+                           gen: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The Gaussian stable histogram of the per-column bins of :meth:`column_cell_counts`:
+        every occupied bin's count plus a discrete Gaussian of ``variance``, kept when
+        ``>= threshold``: ``(column, bin, noisy count)`` of the kept bins, sorted by (column, bin)."""
+        from ..noise.samplers import discrete_gaussian
+
+        col, vals, counts = self.column_cell_counts(width, u)
+        noisy = counts + discrete_gaussian(variance, size=counts.size, rng=gen)
+        keep = noisy >= threshold
+        return col[keep], vals[keep], noisy[keep]
 
     @abstractmethod
     def cell_scores(self, proj: np.ndarray | None, shift: np.ndarray, sides: np.ndarray, mult: np.ndarray,

@@ -1014,18 +1014,15 @@ def _anchor(x: np.ndarray, width: float, plan: CoresetPlan, gen: np.random.Gener
     of variance ``d/(2ρ_a)`` and is kept when ``>= anchor_threshold`` (a Gaussian stable
     histogram, §10); per column the center of its kept cell of largest noisy count. None when a
     column keeps no cell."""
-    from ..noise.samplers import discrete_gaussian
-
     source = _kmeans_source(x)
     d = source.d
     u = gen.random(d)
-    col, vals, counts = source.column_cell_counts(width, u)  # exact, where the rows live
-    noisy = counts + discrete_gaussian(Fraction(d) / (2 * plan.rho_anchor), size=counts.size, rng=gen)
-    keep = noisy >= plan.anchor_threshold
-    if not np.isin(np.arange(d), col[keep]).all():
+    # noise and threshold where the rows live (KMeansSource.noisy_column_cells): the kept bins
+    col, vals, noisy = source.noisy_column_cells(width, u, Fraction(d) / (2 * plan.rho_anchor),
+                                                 plan.anchor_threshold, gen)
+    if not np.isin(np.arange(d), col).all():
         return None
-    score = np.where(keep, noisy, np.iinfo(np.int64).min)
-    order = np.lexsort((-score, col))  # per column, the largest noisy count first
+    order = np.lexsort((-noisy, col))  # per column, the largest noisy count first
     first = order[np.searchsorted(col[order], np.arange(d))]
     return (vals[first] + u + 0.5) * width
 
@@ -1115,16 +1112,14 @@ def _coreset(y: Any, shift: np.ndarray, side: float, plan: CoresetPlan,
              gen: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Stable histogram of the cells at ``side``: every occupied cell's count plus
     ``DLap(1/eps_core)``, kept when ``>= T``. Returns the kept cells' centers (in ``y``'s space)
-    and their noisy counts (the weights). The exact counts come from where the rows live
-    (:meth:`~privagg.engines.base.KMeansSource.cell_counts`); the noise is drawn here."""
+    and their noisy counts (the weights). Counts, noise and threshold are computed where the rows
+    live (:meth:`~privagg.engines.base.KMeansSource.noisy_cells`: here from ``gen``, in Spark in
+    the tasks); only the kept cells come back."""
     rows = _coreset_rows(y)
-    zs, counts = rows.source.cell_counts(rows.proj, shift, side)
-    if zs.shape[0] == 0:
+    cells, noisy = rows.source.noisy_cells(rows.proj, shift, side, 1 / plan.eps_core, plan.threshold, gen)
+    if cells.shape[0] == 0:
         return np.zeros((0, shift.shape[0])), np.zeros(0)
-    noisy = counts + discrete_laplace(1 / plan.eps_core, size=counts.size, rng=gen)
-    keep = noisy >= plan.threshold
-    cells = zs[keep]
-    return (cells + shift + 0.5) * side, noisy[keep].astype(np.float64)
+    return (cells + shift + 0.5) * side, noisy.astype(np.float64)
 
 
 def _weighted_kmeans(points: np.ndarray, weights: np.ndarray, k: int, seed: int) -> np.ndarray:
