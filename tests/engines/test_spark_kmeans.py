@@ -194,7 +194,8 @@ def test_parameter_errors_and_refusals_before_any_spark_job(spark, tmp_path: Pat
         (dict(k=2, epsilon=1.0, delta=1e-6, columns=ab, n_init=0), "n_init"),
         (dict(k=2, epsilon=1.0, delta=1e-6), "'s' of type string"),
         (dict(k=2, epsilon=1.0, delta=1e-6, columns=["nope"]), "columns"),
-        (dict(k=2, epsilon=1.0, delta=1e-6, columns=ab, units="s"), "units"),
+        (dict(k=2, epsilon=1.0, delta=1e-6, columns=ab, units="nope"), "units"),
+        (dict(k=2, epsilon=1.0, delta=1e-6, columns=ab, units=3), "units"),
         (dict(k=2, epsilon=1.0, delta=1e-6, columns=ab, rng="seed"), "rng"),
     ]
     with Ledger(ledger) as book:
@@ -231,7 +232,7 @@ def test_cli_kmeans_engine_spark(spark, tmp_path: Path) -> None:
     assert out["spark"].keys() == out["duckdb"].keys() and out["spark"]["charged"] == out["duckdb"]["charged"]
     assert out["spark"]["strategy"] == "coreset" and not out["spark"]["ok"] and "n̂ =" in out["spark"]["reason"]
     assert out["spark"]["epsilon"] == out["duckdb"]["epsilon"]
-    for extra, name in [(["--privacy-unit", "name"], "privacy-unit"), (["--radius", "2"], "radius"),
+    for extra, name in [(["--privacy-unit", "nope"], "privacy-unit"), (["--radius", "2"], "radius"),
                         (["--columns", "a,name"], "columns"), (["--spark-conf", "novalue"], "spark-conf")]:
         res = runner.invoke(cli, [*base, "--engine", "spark", "--ledger", str(ledger), *extra])
         assert res.exit_code != 0 and name in res.output, res.output

@@ -205,7 +205,9 @@ def test_parameter_errors_before_any_spark_job(spark, tmp_path: Path) -> None:
         (dict(epsilon=1.0, delta=1e-6), "'s' of type string"),  # default: every column
         (dict(epsilon=1.0, delta=1e-6, columns=["a", "a"]), "columns"),
         (dict(epsilon=1.0, delta=1e-6, columns=["nope"]), "columns"),
-        (dict(epsilon=1.0, delta=1e-6, columns=["a"], units="s"), "units"),
+        (dict(epsilon=1.0, delta=1e-6, columns=["a"], units="nope"), "units"),  # no such column
+        (dict(epsilon=1.0, delta=1e-6, columns=["a"], units=3), "units"),  # not a column name
+        (dict(epsilon=1.0, delta=1e-6, columns=["a", "s"], units="s"), "columns"),  # the unit is no point column
         (dict(epsilon=1.0, delta=1e-6, columns=["a"], max_rows_per_unit=2), "max_rows_per_unit"),
         (dict(epsilon=1.0, delta=1e-6, columns=["a"], rng="seed"), "rng"),
     ]
@@ -247,7 +249,8 @@ def test_cli_mean_engine_spark(spark, tmp_path: Path) -> None:
     assert out["spark"].keys() == out["duckdb"].keys()
     assert out["spark"]["ok"] and np.allclose(out["spark"]["mean"], [100.0, -20.0], atol=0.5)
     assert out["spark"]["epsilon"] == out["duckdb"]["epsilon"]
-    for extra, name in [(["--privacy-unit", "name"], "privacy-unit"), (["--columns", "a,name"], "columns"),
+    for extra, name in [(["--privacy-unit", "nope"], "privacy-unit"), (["--columns", "a,name"], "columns"),
+                        (["--max-rows-per-unit", "2"], "max_rows_per_unit"),
                         (["--spark-conf", "novalue"], "spark-conf")]:
         res = runner.invoke(cli, [*base, "--engine", "spark", "--ledger", str(ledger), *extra])
         assert res.exit_code != 0 and name in res.output, res.output

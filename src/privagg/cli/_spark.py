@@ -18,6 +18,7 @@ from typing import Any
 from .. import _validate
 from ..errors import ParameterError
 from . import _guard
+from ._units import unit_fields
 
 __all__ = ["parse_conf", "spark_frame", "spark_histogram", "spark_kmeans", "spark_mean"]
 
@@ -105,7 +106,8 @@ def spark_frame(stack: ExitStack, file: Path, where: str, master: str | None, co
 
 
 def spark_mean(stack: ExitStack, file: Path, cols: list[str], *, ledger: Path | None, master: str | None,
-               conf: dict[str, str], **params: Any) -> Any:
+               conf: dict[str, str], privacy_unit: str | None = None, max_rows_per_unit: int = 1,
+               **params: Any) -> Any:
     """The release of ``privagg mean FILE --engine spark``: Spark started, the schema and the
     columns checked (numeric Spark types), the ledger opened, then :func:`privagg.private_mean` on
     the DataFrame (the finite rows counted before the charge; noise from the CSPRNG)."""
@@ -114,14 +116,28 @@ def spark_mean(stack: ExitStack, file: Path, cols: list[str], *, ledger: Path | 
     from ..mechanisms.mean import private_mean
 
     frame = spark_frame(stack, file, "private_mean", master, conf)
-    spark_points.describe_columns(frame, cols, where="private_mean")
+    user = _point_schema(frame, cols, privacy_unit, max_rows_per_unit, "private_mean")
     opened = None if ledger is None else stack.enter_context(Ledger(ledger))
-    charged = _guard.charging(opened, command="mean", file=str(file), columns=cols, engine="spark")
-    return private_mean(frame, columns=cols, rng=None, ledger=charged, **params)
+    charged = _guard.charging(opened, command="mean", file=str(file), columns=cols, engine="spark",
+                              **({} if privacy_unit is None else unit_fields(privacy_unit, max_rows_per_unit)))
+    return private_mean(frame, columns=cols, rng=None, ledger=charged, **user, **params)
+
+
+def _point_schema(frame: Any, cols: list[str], privacy_unit: str | None, k: int, where: str) -> dict[str, Any]:
+    """Check the point columns and the unit column (schema only); the mechanism's unit arguments."""
+    from ..engines import spark as se
+    from ..engines import spark_points
+
+    spark_points.point_columns(frame, cols, privacy_unit, where=where)
+    if privacy_unit is None:
+        return {}
+    se.describe_column(frame, privacy_unit, where=where, name="privacy-unit")
+    return {"units": privacy_unit, "max_rows_per_unit": k}
 
 
 def spark_kmeans(stack: ExitStack, file: Path, cols: list[str], *, ledger: Path | None, master: str | None,
-                 conf: dict[str, str], k: int, **params: Any) -> Any:
+                 conf: dict[str, str], k: int, privacy_unit: str | None = None, max_rows_per_unit: int = 1,
+                 **params: Any) -> Any:
     """The release of ``privagg kmeans FILE --engine spark``: as :func:`spark_mean`, then
     :func:`privagg.private_kmeans` (the coreset strategy) on the DataFrame."""
     from ..accounting import Ledger
@@ -129,10 +145,11 @@ def spark_kmeans(stack: ExitStack, file: Path, cols: list[str], *, ledger: Path 
     from ..mechanisms.kmeans import private_kmeans
 
     frame = spark_frame(stack, file, "private_kmeans", master, conf)
-    spark_points.describe_columns(frame, cols, where="private_kmeans")
+    user = _point_schema(frame, cols, privacy_unit, max_rows_per_unit, "private_kmeans")
     opened = None if ledger is None else stack.enter_context(Ledger(ledger))
-    charged = _guard.charging(opened, command="kmeans", file=str(file), columns=cols, engine="spark")
-    return private_kmeans(frame, k, columns=cols, rng=None, ledger=charged, **params)
+    charged = _guard.charging(opened, command="kmeans", file=str(file), columns=cols, engine="spark",
+                              **({} if privacy_unit is None else unit_fields(privacy_unit, max_rows_per_unit)))
+    return private_kmeans(frame, k, columns=cols, rng=None, ledger=charged, **user, **params)
 
 
 def spark_histogram(

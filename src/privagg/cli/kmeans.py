@@ -97,16 +97,13 @@ def kmeans(
         plot = check_plot(WHERE, plot, len(cols))
     conf = _spark.engine_conf(WHERE, engine, spark_master, spark_conf)
     if engine == "spark":
-        if privacy_unit is not None:
-            raise _validate.fail(WHERE, "privacy-unit", "absent with --engine spark (user-level k-means is not yet "
-                                 "computed in Spark; use --engine duckdb)", privacy_unit)
         if r is not None:
             raise _validate.fail(WHERE, "radius", "absent with --engine spark (sample and aggregate does not run "
                                  "in Spark; the coreset strategy needs no radius)", radius)
-        _max_rows(WHERE, None, max_rows_per_unit)
-        k_rows = 1
+        k_rows = _max_rows(WHERE, privacy_unit, max_rows_per_unit)
         with ExitStack() as stack:
             release = _spark.spark_kmeans(stack, file, cols, ledger=ledger, master=spark_master, conf=conf,
+                                          privacy_unit=privacy_unit, max_rows_per_unit=k_rows,
                                           k=k, epsilon=eps, delta=dlt)
     else:
         points, rng, k_rows = read_points(WHERE, file, cols, privacy_unit, max_rows_per_unit, csv)

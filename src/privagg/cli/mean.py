@@ -90,14 +90,12 @@ def mean(
         plot = check_plot(WHERE, plot, len(cols))
     conf = _spark.engine_conf(WHERE, engine, spark_master, spark_conf)
     if engine == "spark":
-        if privacy_unit is not None:
-            raise _validate.fail(WHERE, "privacy-unit", "absent with --engine spark (user-level means are not yet "
-                                 "computed in Spark; use --engine duckdb)", privacy_unit)
-        _max_rows(WHERE, None, max_rows_per_unit)
+        k_rows = _max_rows(WHERE, privacy_unit, max_rows_per_unit)
         with ExitStack() as stack:
             release = _spark.spark_mean(stack, file, cols, ledger=ledger, master=spark_master, conf=conf,
+                                        privacy_unit=privacy_unit, max_rows_per_unit=k_rows,
                                         epsilon=eps, delta=dlt, radius=r, calibration=calibration)
-        _show(file, cols, release, r, as_json, plot, None, 1)
+        _show(file, cols, release, r, as_json, plot, privacy_unit, k_rows)
         return
     points, rng, k_rows = read_points(WHERE, file, cols, privacy_unit, max_rows_per_unit, csv)
     with ExitStack() as stack:

@@ -46,7 +46,9 @@ scale step (as the local engines, the driver is trusted with the subsample). Exe
 rows, the released centers and radii, and the hash keys. Errors name only the schema and the
 Spark configuration, never a value (Spark's messages are not shown).
 
-Not yet on Spark: ``units=`` (user-level means). :func:`privagg.private_kmeans` reads the same
+User level (``units=`` a column name): the rows are first reduced to one vector per unit, in
+Spark (:mod:`privagg.engines.spark_units`), and those vectors are the rows above; the secret is the
+driver generator's first draw, as locally. :func:`privagg.private_kmeans` reads the same
 rows through :class:`privagg.engines.spark_kmeans.SparkKMeansPoints` (the coreset strategy).
 """
 
@@ -64,6 +66,7 @@ from .base import PointSource
 from .spark import (
     TaskRandomness,
     _import_spark,
+    describe_column,
     _quoted,
     _Quiet,
     _spark_errors,
@@ -72,7 +75,7 @@ from .spark import (
     task_randomness,
 )
 
-__all__ = ["SparkPoints", "describe_columns", "points_of"]
+__all__ = ["SparkPoints", "describe_columns", "point_columns", "points_of"]
 
 _NUMERIC = {"ByteType", "ShortType", "IntegerType", "LongType", "FloatType", "DoubleType", "DecimalType"}
 _FLIP = np.uint64(1 << 63)
@@ -112,6 +115,20 @@ def describe_columns(data: Any, columns: Any, *, where: str) -> list[str]:
         if type(fields[c]).__name__ not in _NUMERIC:
             raise fail(where, "columns", "numeric columns (integer, float, double or decimal)",
                        f"{c!r} of type {fields[c].simpleString()}")
+    return cols
+
+
+def point_columns(data: Any, columns: Any, units: Any, *, where: str) -> list[str]:
+    """:func:`describe_columns`; with ``units`` (a column name) the default is every column but
+    the unit column, and the unit column is not a point column."""
+    if units is not None:
+        if not isinstance(units, str) or not units:
+            raise fail(where, "units", "a column name of the Spark DataFrame", "<not a column name>")
+        if columns is None and is_spark_dataframe(data):
+            columns = [f.name for f in data.schema.fields if f.name != units]
+    cols = describe_columns(data, columns, where=where)
+    if units is not None and units in cols:
+        raise fail(where, "columns", "point columns other than the unit column", units)
     return cols
 
 
@@ -444,13 +461,16 @@ def points_of(where: str, data: Any, columns: Any, units: Any, max_rows_per_unit
 
     from .unit_rows import check_max_rows
 
-    cols = describe_columns(data, columns, where=where)
-    if units is not None:
-        raise fail(where, "units", "None for a Spark DataFrame (user-level means are not yet computed in Spark)",
-                   "<a unit column>")
-    check_max_rows(where, units, max_rows_per_unit)
+    cols = point_columns(data, columns, units, where=where)
+    unit = None if units is None else describe_column(data, units, where=where, name="units")
+    k = check_max_rows(where, units, max_rows_per_unit)
     check()
     randomness, gen, secure = task_randomness(rng, where)
+    if unit is not None:  # user level: one vector per unit, in Spark (the secret: the generator's first draw)
+        from .base import draw_secret
+        from .spark_units import unit_vector_frame
+
+        data, cols = unit_vector_frame(data, cols, unit, k, draw_secret(gen)), [f"c{j}" for j in range(len(cols))]
     values = [F.col(_quoted(c)).cast("double") for c in cols]
     finite = None
     for v in values:

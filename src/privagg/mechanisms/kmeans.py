@@ -596,9 +596,11 @@ def private_kmeans(
         Real numbers. Rows with a NaN or infinite entry are dropped (data, not errors); entries
         that are not real numbers count as missing (as in :func:`privagg.private_mean`). Or a
         Spark DataFrame (``pip install 'privagg[spark]'``) with ``columns``: the coreset
-        strategy's counts and sums run in Spark, the same release as in memory
-        (:mod:`privagg.engines.spark_kmeans`; ``units``, ``radius`` and ``parts`` — sample and
-        aggregate — are not available there: a ParameterError before any Spark job).
+        strategy's counts and sums run in Spark, and its stable histograms' noise in the tasks,
+        the same law as in memory (:mod:`privagg.engines.spark_kmeans`; ``units`` a unit
+        column's name: one vector per unit computed in Spark first, :mod:`privagg.engines.spark_units`;
+        ``radius`` and ``parts`` — sample and aggregate — are not available there: a
+        ParameterError before any Spark job).
     k : int
         Number of centers, 1 to 1000.
     epsilon : float
@@ -671,12 +673,13 @@ def private_kmeans(
     if is_spark_dataframe(points):  # the Spark engine (privagg[spark]): the same core, the coreset strategy
         from ..engines import spark_kmeans, spark_points
 
-        d = len(spark_points.describe_columns(points, columns, where="private_kmeans"))  # schema only
+        d = len(spark_points.point_columns(points, columns, units, where="private_kmeans"))  # schema only
         check = functools.partial(_check_spark_parameters, d, k, epsilon, delta, radius, parts, n_init, strategy)
         with spark_points.points_of("private_kmeans", points, columns, units, max_rows_per_unit, rng,
                                     check) as (source, gen, secure):
-            return _private_kmeans_coreset(spark_kmeans.SparkKMeansPoints.of(source), _check_k("private_kmeans", k),
-                                           epsilon, delta, (gen, secure), ledger)
+            release = _private_kmeans_coreset(spark_kmeans.SparkKMeansPoints.of(source),
+                                              _check_k("private_kmeans", k), epsilon, delta, (gen, secure), ledger)
+        return _mean_module._with_unit(release, units, max_rows_per_unit)
     if columns is not None:
         raise fail("private_kmeans", "columns", "None unless points is a Spark DataFrame (choose the columns of an "
                    "array by indexing it)", columns)

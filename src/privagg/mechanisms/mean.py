@@ -691,7 +691,8 @@ def private_mean(
         missing and one beyond the float range (``10**400``) as infinite, so their rows are
         dropped too, as in a CSV file. Or a Spark DataFrame (``pip install 'privagg[spark]'``)
         with ``columns``: counted, sampled, clipped and summed in Spark, the same release
-        (:mod:`privagg.engines.spark_points`; ``units`` is not yet supported there).
+        (:mod:`privagg.engines.spark_points`; with ``units`` a unit column's name, one vector
+        per unit is computed in Spark first: :mod:`privagg.engines.spark_units`).
     epsilon : float
         ε in [2⁻¹⁰⁰, ∞) (end to end; below 2⁻¹⁰⁰ ≈ 7.9e-31: ParameterError). Any larger ε works; one FriendlyCore step uses at most ε' = 64
         (:data:`FRIENDLY_EPS_MAX`), the sums get the rest.
@@ -765,8 +766,9 @@ def private_mean(
         check = functools.partial(_check_mean_parameters, epsilon, delta, radius, alpha, calibration, m_locate)
         with spark_points.points_of("private_mean", points, columns, units, max_rows_per_unit, rng,
                                     check) as (source, gen, secure):
-            return _private_mean(source, epsilon, delta, radius, alpha, (gen, secure), calibration, ledger,
-                                 m_locate)
+            release = _private_mean(source, epsilon, delta, radius, alpha, (gen, secure), calibration, ledger,
+                                    m_locate)
+        return _with_unit(release, units, max_rows_per_unit)
     if columns is not None:
         raise fail("private_mean", "columns", "None unless points is a Spark DataFrame (choose the columns of an "
                    "array by indexing it)", columns)
