@@ -46,7 +46,8 @@ def test_unit_vectors_exact_stable_and_uniform(spark) -> None:
     0.0 are one value. (b) Adding a unit with 50 rows adds one vector and changes no other (k = 1
     and 2, same secret). (c) Uniform: 4,000 units of rows {0, 1}, k = 1, secret 20261201: the
     kept fraction of 1 is within 4.5 sd of 1/2 (false failure ≈ 7·10⁻⁶); negative control: the
-    deterministic smallest-row rule (fraction 0) fails the same check."""
+    deterministic smallest-row rule (fraction 0) fails the same check. (d) The secret appears in
+    no plan string."""
     g = np.random.default_rng(3)
     n = 600
     units = [f"u{i}" for i in g.integers(0, 150, n)]
@@ -73,6 +74,12 @@ def test_unit_vectors_exact_stable_and_uniform(spark) -> None:
 
     assert sum(kept.values()) == m and uniform(kept[(1.0,)]), f"secret 20261201: {kept}"
     assert not uniform(0)  # negative control: always the smallest row
+    # the secret is in no plan string (a broadcast one-row frame, not a literal)
+    df = spark.createDataFrame([("a", 1.0)], "u string, x0 double")
+    secret = 8_070_450_532_247_928_831
+    frame = unit_vector_frame(df, ["x0"], se.describe_column(df, "u", name="units"), 2, secret)
+    plans = frame._jdf.queryExecution().toString()
+    assert "xxhash64" in plans and str(secret) not in plans and str(secret - (1 << 64)) not in plans
 
 
 def test_mean_and_kmeans_with_units_on_spark(spark, tmp_path: Path) -> None:

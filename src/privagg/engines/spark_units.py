@@ -5,7 +5,8 @@ non-finite entry are dropped first; each remaining row x of unit u gets the prio
 
     π(u, x) = xxhash64(s, u, x_1, …, x_d)
 
-(Spark's 64-bit hash; s the release's 64-bit secret, drawn from its generator on the driver; the
+(Spark's 64-bit hash; s the release's 64-bit secret, drawn from its generator on the driver and
+sent to the tasks as a broadcast one-row DataFrame, never as a literal, so no plan shows it; the
 unit is the canonical key of :func:`privagg.engines.spark._key`, so −0.0 and 0.0, and every NaN,
 are one unit; −0.0 values are hashed as 0.0); a unit keeps its ``k = max_rows_per_unit`` rows of
 smallest (π, x) — a ``row_number()`` window partitioned by the unit — and its vector is their
@@ -30,7 +31,7 @@ def unit_vector_frame(data: Any, cols: list[str], unit: Any, k: int, secret: int
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from .spark import _key, _quoted
+    from .spark import _key, _quoted, _secret_frame
 
     names = [f"c{j}" for j in range(len(cols))]
     values = [F.col(_quoted(c)).cast("double") for c in cols]
@@ -40,8 +41,9 @@ def unit_vector_frame(data: Any, cols: list[str], unit: Any, k: int, secret: int
         finite = ok if finite is None else finite & ok
     rows = data.select(_key(unit).alias("u"), *[v.alias(n) for v, n in zip(values, names)]).where(finite)
     rows = rows.select("u", *[F.when(F.col(n) == 0.0, F.lit(0.0)).otherwise(F.col(n)).alias(n) for n in names])
-    signed = int(secret) - (1 << 64) if int(secret) >= 1 << 63 else int(secret)
-    rows = rows.withColumn("p", F.xxhash64(F.lit(signed).cast("long"), F.col("u"), *[F.col(n) for n in names]))
+    # the secret as a broadcast one-row frame, never a literal (no plan string shows it: spark._secret_frame)
+    rows = rows.crossJoin(F.broadcast(_secret_frame(data.sparkSession, int(secret))))
+    rows = rows.select("u", *names, F.xxhash64(F.col("s"), F.col("u"), *[F.col(n) for n in names]).alias("p"))
     rank = F.row_number().over(Window.partitionBy("u").orderBy("p", *names))
     kept = rows.withColumn("r", rank).where(F.col("r") <= F.lit(int(k)))
     if k == 1:
