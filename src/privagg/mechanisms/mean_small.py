@@ -62,14 +62,21 @@ COORD_SHARES = (Fraction(2, 5), Fraction(1, 5), Fraction(3, 20), Fraction(1, 4))
 #: The spread is this quantile of the consecutive-pair distances |x_a − x_b| (about 1.63σ for
 #: Gaussian data; above the median so that columns with a point mass of up to 3/4 get a spread).
 COORD_QUANTILE = 0.5
+#: Sensitivity of :func:`spread_utility` (report-noisy-max noise DLap(2·4/ε_s)).
+SPREAD_SENSITIVITY = 4
 #: Clipping half-width in released spreads (``R_j = K·s_j``, about 6.5σ for Gaussian data).
 COORD_K = 7.0
 #: Subcells per refinement level, and the most levels the plan runs before it switches to the
 #: FriendlyCore plan (a chosen cell at most ``COORD_BRANCH^COORD_LEVELS`` spreads wide).
 COORD_BRANCH = 32
 COORD_LEVELS = 2
-#: Exponents ``k`` of the grid ``±2^{k/4}`` (2⁻¹⁰⁷⁴ … 2^1023.75: every finite float64 magnitude).
-GRID_K = np.arange(-4296, 4096)
+#: Exponents ``k`` of the spread grid ``2^{k/4}``: 2⁻⁹⁰⁰ … 2⁸⁰⁰ (public). Bounded so that every
+#: released spread gives a clip radius whose sum grid exponent lies in the sampler's [−1000, 900]:
+#: with the grid down to 2⁻¹⁰⁷⁴, a column whose consecutive pairs were mostly tied (binary,
+#: p = 0.2) got the bottom spread and the clipped sum raised ParameterError after the charge.
+#: Data spreads below 2⁻⁹⁰⁰ get 2⁻⁹⁰⁰ (a wider clip); above 2⁸⁰⁰ the cell needs more than
+#: COORD_LEVELS levels and the plan switches.
+GRID_K = np.arange(-3600, 3201)
 #: Base measure over octaves ``o`` (relative to the centre octave): ``∝ (1 + |o|)^{−PRIOR_POWER}``.
 PRIOR_POWER = 1.5
 #: The base measure is flat within this many octaves of its centre.
@@ -91,6 +98,18 @@ def log_prior(octaves: np.ndarray, centre: float) -> np.ndarray:
     """``ln((1 + |o − centre|)^{−PRIOR_POWER})`` for the (integer) octaves ``o`` of the candidates
     (unnormalized: a constant does not change an argmax)."""
     return -PRIOR_POWER * np.log1p(np.maximum(np.abs(octaves - centre) - PRIOR_FLAT, 0.0))
+
+
+def spread_utility(counts: np.ndarray, n_hat: int) -> np.ndarray:
+    """The spread step's utility: :func:`~.mean.untied_scale_utility` of the pair counts on
+    :func:`positive_grid` (twice the interval utility of the median of the UNTIED consecutive
+    differences, ``C_0`` = the pairs within the grid's bottom 2⁻⁹⁰⁰: tied). Sensitivity
+    :data:`SPREAD_SENSITIVITY` = 4 (docs/proofs/mean.md §2b, §11). The plain median
+    (``interval_utility``, t = ⌊(n̂ − 1)/2⌋) gave a column with more than half of its pairs tied
+    (a binary or integer column with a point mass) the grid's bottom spread."""
+    from .mean import untied_scale_utility
+
+    return untied_scale_utility(counts, n_hat)
 
 
 def _octave(v: np.ndarray) -> np.ndarray:
@@ -228,10 +247,9 @@ def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Genera
     # 1. spread: the COORD_QUANTILE quantile of |x_a − x_b| over consecutive pairs (sensitivity 2)
     grid_p = positive_grid()
     counts = source.pair_quantile_counts(row_keys(d, gen), grid_p)
-    target = int(math.floor(COORD_QUANTILE * (n_hat - 1)))
-    util = interval_utility(counts, target)  # the cell holding the quantile (§11)
-    off = float(4 / e_s) * log_prior(np.floor(GRID_K / 4.0), 0.0)
-    spread = grid_p[noisy_max(util, off[None, :], e_s, gen, sensitivity=2)]
+    util = spread_utility(counts, n_hat)  # the cell holding the untied median (§11)
+    off = float(2 * SPREAD_SENSITIVITY / e_s) * log_prior(np.floor(GRID_K / 4.0), 0.0)
+    spread = grid_p[noisy_max(util, off[None, :], e_s, gen, sensitivity=SPREAD_SENSITIVITY)]
     # 2. octave cell (cell utility, prior centred at the spread's octave)
     e_min = (_octave(spread) + 1).astype(np.int64)  # cells at least about twice the spread wide
     cells = [octave_cells(int(e)) for e in e_min.tolist()]
