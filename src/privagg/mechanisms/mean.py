@@ -889,7 +889,7 @@ def _private_mean(source: PointSource, epsilon: Any, delta: Any, radius: Any, al
     n_hat = n + int(discrete_laplace(1 / plan.eps_count, rng=gen))
     if n_hat < 1:
         return bottom(r, f"about 0 numeric rows (noisy count n̂ = {n_hat} < 1)")
-    if coord and d <= mean_small.COORD_DMAX and n_hat * _frac(epsilon) < mean_small.COORD_SAMPLE * d:
+    if coord and mean_small.plan_runs(n_hat, _frac(epsilon), d):
         # the small-sample coordinate plan (public: n̂, ε, d; docs/proofs/mean.md §11)
         need = max(mean_small.COORD_MIN * d, mean_small.COORD_MIN_COUNT) / _frac(epsilon)
         if n_hat < need:

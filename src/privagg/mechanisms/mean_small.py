@@ -43,11 +43,19 @@ from ..noise.samplers import discrete_laplace
 
 #: The coordinate plan runs when the released ``n̂·ε/d`` is below this (public).
 COORD_SAMPLE = 2500
-#: Only for d <= this (public): at d >= 3, n = 300, ε = 1 the per-coordinate spread step is too
-#: noisy (measured ⊥ 6/20 and 3.2× the oracle at d = 3, ⊥ 17/20 at d = 5), the FriendlyCore plan runs.
-#: (With COORD_LEVELS = 6, d = 3 measured 2.32×, ⊥ 0/40 at n = 300, but at n = 6000 on integer
-#: lattice data up to 7 SE off where FriendlyCore is within 1: not switched on.)
-COORD_DMAX = 2
+#: Only for d <= this (public). At d >= 3 only from ``n̂·ε/d >=`` :data:`COORD_WIDE_MIN`.
+#: (Before the untied spread and COORD_LEVELS = 6 this was 2: at d = 3, n = 300 the plan measured
+#: 3.2× the oracle, ⊥ 6/20; the lattice {0..6}³ at n = 6000 looked "7 SE off", which was the
+#: sum's Laplace tail, not a bias: at ε = 100 the plan is within 0.04 SE there.)
+COORD_DMAX = 5
+#: For d > COORD_NARROW_D the plan needs ``n̂·ε/d >=`` this (public), else the FriendlyCore plans
+#: run: the spread step's utility margin is about ``0.0475·n̂ε/d`` noise scales against hundreds
+#: of flat-prior candidates, and below about 150 some coordinate's spread is often far off (N(7, 1),
+#: ε = 1, 20 runs × 5 seeds, median worst-coordinate error: d = 3, n = 300: 27–802 SE (the oracle
+#: about 4); n = 450: 6.7–10.5; d = 5, n = 750: 12–18). A narrower prior (flat ±3 octaves) fixed
+#: n = 300 for data near unit scale but put data in units of 1e-6 10⁶ SE off: not taken.
+COORD_WIDE_MIN = 150
+COORD_NARROW_D = 2
 #: Below ``n̂·ε/d <`` this the coordinate plan releases ⊥ (too few rows for any of its steps).
 COORD_MIN = 20
 #: ... and below ``n̂·ε < COORD_MIN_COUNT`` (public): five scales of the count's noise
@@ -69,7 +77,7 @@ COORD_K = 7.0
 #: Subcells per refinement level, and the most levels the plan runs before it switches to the
 #: FriendlyCore plan (a chosen cell at most ``COORD_BRANCH^COORD_LEVELS`` spreads wide).
 COORD_BRANCH = 32
-COORD_LEVELS = 2
+COORD_LEVELS = 6
 #: Exponents ``k`` of the spread grid ``2^{k/4}``: 2⁻⁹⁰⁰ … 2⁸⁰⁰ (public). Bounded so that every
 #: released spread gives a clip radius whose sum grid exponent lies in the sampler's [−1000, 900]:
 #: with the grid down to 2⁻¹⁰⁷⁴, a column whose consecutive pairs were mostly tied (binary,
@@ -220,6 +228,15 @@ def smallest_step_epsilon(epsilon: Fraction) -> Fraction:
     refinement levels, or a smaller share): a function of ε only (public)."""
     _, eps_out, shares = coordinate_shares(epsilon, max(COORD_DMAX, 1))
     return min(eps_out, *shares[:2], shares[2] / max(COORD_LEVELS, 1), shares[3])
+
+
+def plan_runs(n_hat: int, epsilon: Fraction, d: int) -> bool:
+    """Whether the released ``n̂`` selects the coordinate plan (public: n̂, ε, d only):
+    ``d <= COORD_DMAX``, ``n̂·ε < COORD_SAMPLE·d`` and, for ``d > COORD_NARROW_D``,
+    ``n̂·ε >= COORD_WIDE_MIN·d`` (below it the FriendlyCore plans, not ⊥)."""
+    n_eps = n_hat * epsilon
+    return (d <= COORD_DMAX and n_eps < COORD_SAMPLE * d
+            and (d <= COORD_NARROW_D or n_eps >= COORD_WIDE_MIN * d))
 
 
 def plan_possible(epsilon: Fraction) -> bool:
