@@ -2,15 +2,17 @@
 
 Chosen from the released count (public, like every plan switch of ``private_mean``): when
 ``radius=None`` (any engine: in memory or Spark), ``d <=`` :data:`COORD_DMAX` and ``n̂·ε/d <``
-:data:`COORD_SAMPLE` (⊥ below ``n̂ < max(COORD_MIN·d, COORD_MIN_COUNT)/ε``), and only when every step gets at least
+:data:`COORD_SAMPLE`, at ``d > COORD_NARROW_D`` only from ``n̂·ε/d >=`` :data:`COORD_WIDE_MIN`
+(:func:`plan_runs`; ⊥ below ``n̂ < max(COORD_MIN·d, COORD_MIN_COUNT)/ε``), and only when every step gets at least
 :data:`STEP_EPS_MIN` (:func:`plan_possible`, ε >= about 2⁻³⁴). Proof: docs/proofs/mean.md §11. After the
 count ``n̂`` (ε_n = ε/40), ε/40 goes to a noisy count of the rows outside the clipping box and
 ``ε_j = (ε − ε/20)/d`` to each coordinate ``j`` (shares :data:`COORD_SHARES`), spent on
 
-1. a spread ``s_j`` (location-free): report-noisy-max of the interval utility
-   ``−max(0, t − C_k, C_{k−1} − t)``, ``t = ⌊q(n̂ − 1)⌋`` (:func:`~.mean.interval_utility`) over
-   ``2^{k/4}`` (every float magnitude), ``C_k`` the number of consecutive pairs of the keyed row
-   order with ``|x_a − x_b| <= 2^{k/4}`` (sensitivity 2, mean.md §2b), prior :func:`log_prior`;
+1. a spread ``s_j`` (location-free): report-noisy-max of :func:`spread_utility`, the doubled
+   interval utility of the median of the UNTIED consecutive-pair distances
+   (:func:`~.mean.untied_scale_utility`) over ``2^{k/4}`` (2⁻⁹⁰⁰ … 2⁸⁰⁰), ``C_k`` the number of
+   consecutive pairs of the keyed row order with ``|x_a − x_b| <= 2^{k/4}`` (sensitivity 4,
+   mean.md §2b), prior :func:`log_prior`;
 2. an octave cell: report-noisy-max of :func:`cell_utility` (sensitivity 1) over the partition
    :func:`octave_cells` (cells at least about twice ``s_j`` wide), prior centred at ``s_j``'s octave;
 3. ``L_j`` = :func:`levels_needed` refinement levels (a public function of the released cell and
@@ -67,12 +69,10 @@ COORD_MIN_COUNT = 200
 COORD_SHARE_OUTSIDE = Fraction(1, 40)
 #: Shares of each coordinate's ε_j: spread, octave cell, refinement levels (together), sum.
 COORD_SHARES = (Fraction(2, 5), Fraction(1, 5), Fraction(3, 20), Fraction(1, 4))
-#: The spread is this quantile of the consecutive-pair distances |x_a − x_b| (about 1.63σ for
-#: Gaussian data; above the median so that columns with a point mass of up to 3/4 get a spread).
-COORD_QUANTILE = 0.5
 #: Sensitivity of :func:`spread_utility` (report-noisy-max noise DLap(2·4/ε_s)).
 SPREAD_SENSITIVITY = 4
-#: Clipping half-width in released spreads (``R_j = K·s_j``, about 6.5σ for Gaussian data).
+#: Clipping half-width in released spreads (``R_j = K·s_j``, about 6.7σ for Gaussian data: the
+#: median pair distance is about 0.95σ; for the lattice {0..6} (s = 2) about 5 half-ranges).
 COORD_K = 7.0
 #: Subcells per refinement level, and the most levels the plan runs before it switches to the
 #: FriendlyCore plan (a chosen cell at most ``COORD_BRANCH^COORD_LEVELS`` spreads wide).
@@ -256,12 +256,12 @@ def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Genera
     coordinate needs more than :data:`COORD_LEVELS` refinement levels (the caller then switches
     to the FriendlyCore plan with :func:`switch_epsilon`)."""
     from .mean import (_finite, _grid_up, _noisy_clipped_release, _source, _sum_exponent,
-                       interval_utility, row_keys)
+                       row_keys)
 
     source = _source(x)
     n, d = source.count(), source.d
     _, eps_out, (e_s, e_o, e_l, e_sum) = coordinate_shares(epsilon, d)
-    # 1. spread: the COORD_QUANTILE quantile of |x_a − x_b| over consecutive pairs (sensitivity 2)
+    # 1. spread: the median of the untied |x_a − x_b| over consecutive pairs (sensitivity 4)
     grid_p = positive_grid()
     counts = source.pair_quantile_counts(row_keys(d, gen), grid_p)
     util = spread_utility(counts, n_hat)  # the cell holding the untied median (§11)
