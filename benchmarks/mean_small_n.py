@@ -1,16 +1,21 @@
 """Small-n private mean: the coordinate plan (docs/proofs/mean.md §11) against the plan switched off.
 
-    PYTHONPATH=src python benchmarks/mean_small_n.py [--runs 40] [--n 300] [--seed 11]
+    PYTHONPATH=src python benchmarks/mean_small_n.py [--runs 40] [--n 300,1000] [--seed 11]
+        [--sets normal,exponential,lattice,mixed] [--dims 1,2,3,5] [--eps 1] [--bias]
 
-N(7, 1) data, n = 300, ε = 1, δ = 1e-6, d = 1, 2, 3, 5; per run a fresh sample, used by every
-column of the table. Error per coordinate |estimate − x̄_j| in standard errors SE_j = std_j/√n;
-per column the median over the runs (⊥ counts as infinite), the worst coordinate shown, and its
-ratio to the oracle's (``range_oracle`` of benchmarks/utility.py: each column clamped to its true
-range, classic Gaussian mechanism with ε/d per coordinate). Columns: ``default`` (the plan as
-shipped: on for d <= COORD_DMAX), ``forced`` (COORD_DMAX raised to 5: the plan at every d here),
-``off`` (COORD_SAMPLE = 0: the FriendlyCore plans only). Every column of a run gets the same
-generator seed (common random numbers): where two columns run the same plan (default and off at
-d > COORD_DMAX) they release the same values.
+Data sets (d columns): ``normal`` N(7, 1); ``exponential`` Exp(1); ``lattice`` uniform on the
+integers {0..6} (ties: most consecutive pairs differ by 0, 1 or 2); ``mixed`` N(5, 1)·10^{3j/(d−1)}
+(column scales 1 … 1000). ε, δ = 1e-6; per run a fresh sample, used by every column of the table.
+Error per coordinate |estimate − x̄_j| in standard errors SE_j = std_j/√n; per column the median
+over the runs (⊥ counts as infinite), the worst coordinate shown, and its ratio to the oracle's
+(``range_oracle`` of benchmarks/utility.py: each column clamped to its true range, classic
+Gaussian mechanism with ε/d per coordinate). Columns: ``default`` (the plans as shipped: the
+coordinate plan where ``mean_small.plan_runs``), ``forced`` (the coordinate plan at every n̂
+here: COORD_WIDE_MIN = 0, COORD_SAMPLE = 10⁹), ``off`` (COORD_SAMPLE = 0: the FriendlyCore plans
+only). Every column of a run gets the same generator seed (common random numbers).
+
+``--bias`` prints instead, per set, the ``forced`` plan's mean signed error (SE) over the runs at
+the given ε (use ε = 100: the noise is then negligible and what is left is bias).
 """
 
 from __future__ import annotations
@@ -28,7 +33,21 @@ import privagg.mechanisms.mean_small as S  # noqa: E402
 from privagg import private_mean  # noqa: E402
 from utility import DELTA, range_oracle  # noqa: E402
 
-CONFIGS = {"default": {}, "forced": {"COORD_DMAX": 5}, "off": {"COORD_SAMPLE": 0}}
+CONFIGS = {"default": {}, "forced": {"COORD_WIDE_MIN": 0, "COORD_SAMPLE": 10**9},
+           "off": {"COORD_SAMPLE": 0}}
+
+
+def sample(name: str, n: int, d: int, g: np.random.Generator) -> np.ndarray:
+    if name == "normal":
+        return g.normal(7.0, 1.0, size=(n, d))
+    if name == "exponential":
+        return g.exponential(size=(n, d))
+    if name == "lattice":
+        return g.integers(0, 7, size=(n, d)).astype(np.float64)
+    if name == "mixed":
+        scale = np.logspace(0.0, 3.0, d) if d > 1 else np.ones(1)
+        return (g.normal(size=(n, d)) + 5.0) * scale
+    raise ValueError(name)
 
 
 def run_config(settings: dict, x: np.ndarray, eps: float, gen: np.random.Generator):
@@ -46,38 +65,59 @@ def run_config(settings: dict, x: np.ndarray, eps: float, gen: np.random.Generat
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=40)
-    ap.add_argument("--n", type=int, default=300)
+    ap.add_argument("--n", default="300,1000")
     ap.add_argument("--eps", type=float, default=1.0)
     ap.add_argument("--dims", default="1,2,3,5")
+    ap.add_argument("--sets", default="normal,exponential,lattice,mixed")
     ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--bias", action="store_true")
     args = ap.parse_args()
-    print(f"n={args.n} eps={args.eps} delta={DELTA} runs={args.runs} seed={args.seed} data N(7, 1)")
-    head = ["d", "oracle (SE)"] + [f"{c} (SE)" for c in CONFIGS] + [f"{c}/oracle" for c in CONFIGS]
-    head += [f"{c} ⊥" for c in CONFIGS] + ["rules (default)"]
+    configs = {"forced": CONFIGS["forced"]} if args.bias else CONFIGS
+    print(f"eps={args.eps} delta={DELTA} runs={args.runs} seed={args.seed}"
+          + (" (bias: forced plan, mean signed error)" if args.bias else ""))
+    if args.bias:
+        head = ["set", "n", "d", "mean signed error (SE), per coordinate", "max |mean| (SE)", "⊥"]
+    else:
+        head = ["set", "n", "d", "oracle (SE)"] + [f"{c} (SE)" for c in configs]
+        head += [f"{c}/oracle" for c in configs] + [f"{c} ⊥" for c in configs] + ["rules (default)"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
-    for d in [int(v) for v in args.dims.split(",")]:
-        ss = np.random.SeedSequence([args.seed, d])
-        data_g, oracle_g, run_g = (np.random.default_rng(s) for s in ss.spawn(3))
-        err = {c: [] for c in ("oracle", *CONFIGS)}
-        rules: dict[str, int] = {}
-        for _ in range(args.runs):
-            x = data_g.normal(7.0, 1.0, size=(args.n, d))
-            xbar, se = x.mean(axis=0), x.std(axis=0, ddof=1) / math.sqrt(args.n)
-            err["oracle"].append(np.abs(range_oracle(x, args.eps, oracle_g) - xbar) / se)
-            run_seed = int(run_g.integers(2**63))  # common random numbers: same seed per config
-            for c, settings in CONFIGS.items():
-                m, rule = run_config(settings, x, args.eps, np.random.default_rng(run_seed))
-                err[c].append(np.full(d, np.inf) if m is None else np.abs(m - xbar) / se)
-                if c == "default":
-                    rules[rule or "⊥"] = rules.get(rule or "⊥", 0) + 1
-        med = {c: float(np.max(np.median(np.array(v), axis=0))) for c, v in err.items()}
-        bottoms = {c: int(sum(np.isinf(e).any() for e in err[c])) for c in CONFIGS}
-        row = [str(d), f"{med['oracle']:.3g}"] + [f"{med[c]:.3g}" for c in CONFIGS]
-        row += [f"{med[c] / med['oracle']:.2f}" for c in CONFIGS]
-        row += [f"{bottoms[c]}/{args.runs}" for c in CONFIGS]
-        row += [", ".join(f"{k} {v}" for k, v in sorted(rules.items()))]
-        print("| " + " | ".join(row) + " |", flush=True)
+    for name in args.sets.split(","):
+        for n in [int(v) for v in args.n.split(",")]:
+            for d in [int(v) for v in args.dims.split(",")]:
+                row = one_cell(name, n, d, args, configs)
+                print("| " + " | ".join(row) + " |", flush=True)
+
+
+def one_cell(name: str, n: int, d: int, args: argparse.Namespace, configs: dict) -> list[str]:
+    ss = np.random.SeedSequence([args.seed, d, n, sum(map(ord, name))])
+    data_g, oracle_g, run_g = (np.random.default_rng(s) for s in ss.spawn(3))
+    err: dict[str, list] = {c: [] for c in ("oracle", *configs)}
+    signed: list[np.ndarray] = []
+    rules: dict[str, int] = {}
+    for _ in range(args.runs):
+        x = sample(name, n, d, data_g)
+        xbar, se = x.mean(axis=0), x.std(axis=0, ddof=1) / math.sqrt(n)
+        err["oracle"].append(np.abs(range_oracle(x, args.eps, oracle_g) - xbar) / se)
+        run_seed = int(run_g.integers(2**63))  # common random numbers: same seed per config
+        for c, settings in configs.items():
+            m, rule = run_config(settings, x, args.eps, np.random.default_rng(run_seed))
+            err[c].append(np.full(d, np.inf) if m is None else np.abs(m - xbar) / se)
+            if m is not None and c == "forced":
+                signed.append((m - xbar) / se)
+            if c == ("forced" if args.bias else "default"):
+                rules[rule or "⊥"] = rules.get(rule or "⊥", 0) + 1
+    bottoms = {c: int(sum(np.isinf(e).any() for e in err[c])) for c in configs}
+    if args.bias:
+        mean = np.mean(np.array(signed), axis=0) if signed else np.full(d, np.nan)
+        return [name, str(n), str(d), " ".join(f"{v:+.2f}" for v in mean),
+                f"{np.nanmax(np.abs(mean)):.2f}", f"{bottoms['forced']}/{args.runs}"]
+    med = {c: float(np.max(np.median(np.array(v), axis=0))) for c, v in err.items()}
+    row = [name, str(n), str(d), f"{med['oracle']:.3g}"] + [f"{med[c]:.3g}" for c in configs]
+    row += [f"{med[c] / med['oracle']:.2f}" for c in configs]
+    row += [f"{bottoms[c]}/{args.runs}" for c in configs]
+    row += [", ".join(f"{k} {v}" for k, v in sorted(rules.items()))]
+    return row
 
 
 if __name__ == "__main__":

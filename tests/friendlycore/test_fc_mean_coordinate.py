@@ -1,5 +1,5 @@
 """The small-sample coordinate plan of private_mean (privagg.mechanisms.mean_small, issue 11;
-docs/proofs/mean.md §11). On by default for d <= COORD_DMAX = 2 and n̂·ε/d < COORD_SAMPLE.
+docs/proofs/mean.md §11). On by default for d <= COORD_DMAX = 5 and n̂·ε/d < COORD_SAMPLE (at d >= 3 from n̂·ε/d >= 150).
 
 Statistical test (seed 1113, 40 runs, N(7, 1), n = 300, d = 2, ε = 1): at most 10 ⊥ (switches to
 FriendlyCore that fail; measured 6 of 40: the issue's 90 % target is not met yet), and the median over the released runs

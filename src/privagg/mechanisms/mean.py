@@ -676,7 +676,8 @@ def private_mean(
     noisy sum of all points clipped to a ball around it, over a noisy count, after a few
     refinement steps and with a privately chosen clipping radius (module docstring).
 
-    Small samples (``radius=None``, d <= 2, released ``n̂·ε/d < 2500``; also on Spark): the
+    Small samples (``radius=None``, d <= 5, released ``n̂·ε/d < 2500`` and, at d >= 3,
+    ``n̂·ε/d >= 150``; also on Spark): the
     coordinate plan instead (:mod:`privagg.mechanisms.mean_small`, docs/proofs/mean.md §11;
     ``clip_rule == "coordinate"``): per coordinate a private spread, a private cell holding the
     median, and a clipped sum (pure ε-DP); ⊥ below ``n̂ < 20·d/ε``; when the data sit too far
@@ -891,7 +892,7 @@ def _private_mean(source: PointSource, epsilon: Any, delta: Any, radius: Any, al
     n_hat = n + int(discrete_laplace(1 / plan.eps_count, rng=gen))
     if n_hat < 1:
         return bottom(r, f"about 0 numeric rows (noisy count n̂ = {n_hat} < 1)")
-    if coord and d <= mean_small.COORD_DMAX and n_hat * _frac(epsilon) < mean_small.COORD_SAMPLE * d:
+    if coord and mean_small.plan_runs(n_hat, _frac(epsilon), d):
         # the small-sample coordinate plan (public: n̂, ε, d; docs/proofs/mean.md §11)
         need = max(mean_small.COORD_MIN * d, mean_small.COORD_MIN_COUNT) / _frac(epsilon)
         if n_hat < need:

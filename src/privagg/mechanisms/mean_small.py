@@ -2,15 +2,17 @@
 
 Chosen from the released count (public, like every plan switch of ``private_mean``): when
 ``radius=None`` (any engine: in memory or Spark), ``d <=`` :data:`COORD_DMAX` and ``n̂·ε/d <``
-:data:`COORD_SAMPLE` (⊥ below ``n̂ < max(COORD_MIN·d, COORD_MIN_COUNT)/ε``), and only when every step gets at least
+:data:`COORD_SAMPLE`, at ``d > COORD_NARROW_D`` only from ``n̂·ε/d >=`` :data:`COORD_WIDE_MIN`
+(:func:`plan_runs`; ⊥ below ``n̂ < max(COORD_MIN·d, COORD_MIN_COUNT)/ε``), and only when every step gets at least
 :data:`STEP_EPS_MIN` (:func:`plan_possible`, ε >= about 2⁻³⁴). Proof: docs/proofs/mean.md §11. After the
 count ``n̂`` (ε_n = ε/40), ε/40 goes to a noisy count of the rows outside the clipping box and
 ``ε_j = (ε − ε/20)/d`` to each coordinate ``j`` (shares :data:`COORD_SHARES`), spent on
 
-1. a spread ``s_j`` (location-free): report-noisy-max of the interval utility
-   ``−max(0, t − C_k, C_{k−1} − t)``, ``t = ⌊q(n̂ − 1)⌋`` (:func:`~.mean.interval_utility`) over
-   ``2^{k/4}`` (every float magnitude), ``C_k`` the number of consecutive pairs of the keyed row
-   order with ``|x_a − x_b| <= 2^{k/4}`` (sensitivity 2, mean.md §2b), prior :func:`log_prior`;
+1. a spread ``s_j`` (location-free): report-noisy-max of :func:`spread_utility`, the doubled
+   interval utility of the median of the UNTIED consecutive-pair distances
+   (:func:`~.mean.untied_scale_utility`) over ``2^{k/4}`` (2⁻⁹⁰⁰ … 2⁸⁰⁰), ``C_k`` the number of
+   consecutive pairs of the keyed row order with ``|x_a − x_b| <= 2^{k/4}`` (sensitivity 4,
+   mean.md §2b), prior :func:`log_prior`;
 2. an octave cell: report-noisy-max of :func:`cell_utility` (sensitivity 1) over the partition
    :func:`octave_cells` (cells at least about twice ``s_j`` wide), prior centred at ``s_j``'s octave;
 3. ``L_j`` = :func:`levels_needed` refinement levels (a public function of the released cell and
@@ -43,11 +45,19 @@ from ..noise.samplers import discrete_laplace
 
 #: The coordinate plan runs when the released ``n̂·ε/d`` is below this (public).
 COORD_SAMPLE = 2500
-#: Only for d <= this (public): at d >= 3, n = 300, ε = 1 the per-coordinate spread step is too
-#: noisy (measured ⊥ 6/20 and 3.2× the oracle at d = 3, ⊥ 17/20 at d = 5), the FriendlyCore plan runs.
-#: (With COORD_LEVELS = 6, d = 3 measured 2.32×, ⊥ 0/40 at n = 300, but at n = 6000 on integer
-#: lattice data up to 7 SE off where FriendlyCore is within 1: not switched on.)
-COORD_DMAX = 2
+#: Only for d <= this (public). At d >= 3 only from ``n̂·ε/d >=`` :data:`COORD_WIDE_MIN`.
+#: (Before the untied spread and COORD_LEVELS = 6 this was 2: at d = 3, n = 300 the plan measured
+#: 3.2× the oracle, ⊥ 6/20; the lattice {0..6}³ at n = 6000 looked "7 SE off", which was the
+#: sum's Laplace tail, not a bias: at ε = 100 the plan is within 0.04 SE there.)
+COORD_DMAX = 5
+#: For d > COORD_NARROW_D the plan needs ``n̂·ε/d >=`` this (public), else the FriendlyCore plans
+#: run: the spread step's utility margin is about ``0.0475·n̂ε/d`` noise scales against hundreds
+#: of flat-prior candidates, and below about 150 some coordinate's spread is often far off (N(7, 1),
+#: ε = 1, 20 runs × 5 seeds, median worst-coordinate error: d = 3, n = 300: 27–802 SE (the oracle
+#: about 4); n = 450: 6.7–10.5; d = 5, n = 750: 12–18). A narrower prior (flat ±3 octaves) fixed
+#: n = 300 for data near unit scale but put data in units of 1e-6 10⁶ SE off: not taken.
+COORD_WIDE_MIN = 150
+COORD_NARROW_D = 2
 #: Below ``n̂·ε/d <`` this the coordinate plan releases ⊥ (too few rows for any of its steps).
 COORD_MIN = 20
 #: ... and below ``n̂·ε < COORD_MIN_COUNT`` (public): five scales of the count's noise
@@ -59,17 +69,22 @@ COORD_MIN_COUNT = 200
 COORD_SHARE_OUTSIDE = Fraction(1, 40)
 #: Shares of each coordinate's ε_j: spread, octave cell, refinement levels (together), sum.
 COORD_SHARES = (Fraction(2, 5), Fraction(1, 5), Fraction(3, 20), Fraction(1, 4))
-#: The spread is this quantile of the consecutive-pair distances |x_a − x_b| (about 1.63σ for
-#: Gaussian data; above the median so that columns with a point mass of up to 3/4 get a spread).
-COORD_QUANTILE = 0.5
-#: Clipping half-width in released spreads (``R_j = K·s_j``, about 6.5σ for Gaussian data).
+#: Sensitivity of :func:`spread_utility` (report-noisy-max noise DLap(2·4/ε_s)).
+SPREAD_SENSITIVITY = 4
+#: Clipping half-width in released spreads (``R_j = K·s_j``, about 6.7σ for Gaussian data: the
+#: median pair distance is about 0.95σ; for the lattice {0..6} (s = 2) about 5 half-ranges).
 COORD_K = 7.0
 #: Subcells per refinement level, and the most levels the plan runs before it switches to the
 #: FriendlyCore plan (a chosen cell at most ``COORD_BRANCH^COORD_LEVELS`` spreads wide).
 COORD_BRANCH = 32
-COORD_LEVELS = 2
-#: Exponents ``k`` of the grid ``±2^{k/4}`` (2⁻¹⁰⁷⁴ … 2^1023.75: every finite float64 magnitude).
-GRID_K = np.arange(-4296, 4096)
+COORD_LEVELS = 6
+#: Exponents ``k`` of the spread grid ``2^{k/4}``: 2⁻⁹⁰⁰ … 2⁸⁰⁰ (public). Bounded so that every
+#: released spread gives a clip radius whose sum grid exponent lies in the sampler's [−1000, 900]:
+#: with the grid down to 2⁻¹⁰⁷⁴, a column whose consecutive pairs were mostly tied (binary,
+#: p = 0.2) got the bottom spread and the clipped sum raised ParameterError after the charge.
+#: Data spreads below 2⁻⁹⁰⁰ get 2⁻⁹⁰⁰ (a wider clip); above 2⁸⁰⁰ the cell needs more than
+#: COORD_LEVELS levels and the plan switches.
+GRID_K = np.arange(-3600, 3201)
 #: Base measure over octaves ``o`` (relative to the centre octave): ``∝ (1 + |o|)^{−PRIOR_POWER}``.
 PRIOR_POWER = 1.5
 #: The base measure is flat within this many octaves of its centre.
@@ -91,6 +106,18 @@ def log_prior(octaves: np.ndarray, centre: float) -> np.ndarray:
     """``ln((1 + |o − centre|)^{−PRIOR_POWER})`` for the (integer) octaves ``o`` of the candidates
     (unnormalized: a constant does not change an argmax)."""
     return -PRIOR_POWER * np.log1p(np.maximum(np.abs(octaves - centre) - PRIOR_FLAT, 0.0))
+
+
+def spread_utility(counts: np.ndarray, n_hat: int) -> np.ndarray:
+    """The spread step's utility: :func:`~.mean.untied_scale_utility` of the pair counts on
+    :func:`positive_grid` (twice the interval utility of the median of the UNTIED consecutive
+    differences, ``C_0`` = the pairs within the grid's bottom 2⁻⁹⁰⁰: tied). Sensitivity
+    :data:`SPREAD_SENSITIVITY` = 4 (docs/proofs/mean.md §2b, §11). The plain median
+    (``interval_utility``, t = ⌊(n̂ − 1)/2⌋) gave a column with more than half of its pairs tied
+    (a binary or integer column with a point mass) the grid's bottom spread."""
+    from .mean import untied_scale_utility
+
+    return untied_scale_utility(counts, n_hat)
 
 
 def _octave(v: np.ndarray) -> np.ndarray:
@@ -203,6 +230,15 @@ def smallest_step_epsilon(epsilon: Fraction) -> Fraction:
     return min(eps_out, *shares[:2], shares[2] / max(COORD_LEVELS, 1), shares[3])
 
 
+def plan_runs(n_hat: int, epsilon: Fraction, d: int) -> bool:
+    """Whether the released ``n̂`` selects the coordinate plan (public: n̂, ε, d only):
+    ``d <= COORD_DMAX``, ``n̂·ε < COORD_SAMPLE·d`` and, for ``d > COORD_NARROW_D``,
+    ``n̂·ε >= COORD_WIDE_MIN·d`` (below it the FriendlyCore plans, not ⊥)."""
+    n_eps = n_hat * epsilon
+    return (d <= COORD_DMAX and n_eps < COORD_SAMPLE * d
+            and (d <= COORD_NARROW_D or n_eps >= COORD_WIDE_MIN * d))
+
+
 def plan_possible(epsilon: Fraction) -> bool:
     """Whether every step of the plan gets at least :data:`STEP_EPS_MIN` (public: ε only). Without
     it a tiny ε (about 2⁻³⁸ … 2⁻⁵⁸, where ``n̂ >= COORD_MIN·d/ε`` still happens through the
@@ -220,18 +256,17 @@ def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Genera
     coordinate needs more than :data:`COORD_LEVELS` refinement levels (the caller then switches
     to the FriendlyCore plan with :func:`switch_epsilon`)."""
     from .mean import (_finite, _grid_up, _noisy_clipped_release, _source, _sum_exponent,
-                       interval_utility, row_keys)
+                       row_keys)
 
     source = _source(x)
     n, d = source.count(), source.d
     _, eps_out, (e_s, e_o, e_l, e_sum) = coordinate_shares(epsilon, d)
-    # 1. spread: the COORD_QUANTILE quantile of |x_a − x_b| over consecutive pairs (sensitivity 2)
+    # 1. spread: the median of the untied |x_a − x_b| over consecutive pairs (sensitivity 4)
     grid_p = positive_grid()
     counts = source.pair_quantile_counts(row_keys(d, gen), grid_p)
-    target = int(math.floor(COORD_QUANTILE * (n_hat - 1)))
-    util = interval_utility(counts, target)  # the cell holding the quantile (§11)
-    off = float(4 / e_s) * log_prior(np.floor(GRID_K / 4.0), 0.0)
-    spread = grid_p[noisy_max(util, off[None, :], e_s, gen, sensitivity=2)]
+    util = spread_utility(counts, n_hat)  # the cell holding the untied median (§11)
+    off = float(2 * SPREAD_SENSITIVITY / e_s) * log_prior(np.floor(GRID_K / 4.0), 0.0)
+    spread = grid_p[noisy_max(util, off[None, :], e_s, gen, sensitivity=SPREAD_SENSITIVITY)]
     # 2. octave cell (cell utility, prior centred at the spread's octave)
     e_min = (_octave(spread) + 1).astype(np.int64)  # cells at least about twice the spread wide
     cells = [octave_cells(int(e)) for e in e_min.tolist()]
