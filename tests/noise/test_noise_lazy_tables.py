@@ -253,5 +253,25 @@ def test_lazy_invert_equals_eager_including_the_slow_path(make):
     assert int(g1.bit_generator.random_raw()) == int(g2.bit_generator.random_raw())
 
 
+def test_many_small_calls_at_one_scale_switch_to_the_whole_table(monkeypatch):
+    """600 one-draw calls at t = 100 (2402 entries): the lazy table stops growing at about
+    m / LAZY_RATIO entries (then the whole table serves), and the draws equal whole-table-only
+    draws from the same seed."""
+    from privagg.noise import samplers
+
+    scale = Fraction(100)
+    _clear_caches()
+    gen = np.random.default_rng(SEED)
+    auto = [int(discrete_laplace(scale, rng=gen)) for _ in range(600)]
+    lazy = _laws.laplace_lazy(scale)
+    assert 0 < lazy.certified <= lazy.size // samplers.LAZY_RATIO + 2
+    _clear_caches()
+    monkeypatch.setattr(samplers, "LAZY_RATIO", 10**18)
+    gen = np.random.default_rng(SEED)
+    whole = [int(discrete_laplace(scale, rng=gen)) for _ in range(600)]
+    assert auto == whole
+    _clear_caches()
+
+
 if __name__ == "__main__":  # re-record (only ever from 4bd1e9f's code)
     Path(sys.argv[1]).write_text(json.dumps(_record(), separators=(",", ":")))

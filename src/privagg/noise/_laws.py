@@ -151,7 +151,7 @@ def _geom_approx(gamma: Fraction, size: int, truncated: bool) -> np.ndarray:
     return c * 2.0**64
 
 
-@lru_cache(maxsize=512)
+@lru_cache(maxsize=128)
 def geometric_lazy(gamma: Fraction) -> LazyTable:
     """The table of :func:`geometric_plan` as a :class:`LazyTable` (entries on demand)."""
     truncated, size, _ = geometric_shape(gamma)
@@ -238,7 +238,7 @@ def _laplace_approx(scale: Fraction, half: int) -> np.ndarray:
     return np.concatenate([left, right]) * 2.0**64
 
 
-@lru_cache(maxsize=512)
+@lru_cache(maxsize=128)
 def laplace_lazy(scale: Fraction) -> LazyTable:
     """The table of :func:`laplace_table` as a :class:`LazyTable` (entries on demand)."""
     half = laplace_half(scale)

@@ -152,6 +152,11 @@ class LazyTable:
         self._hint: np.ndarray | None = None
         self._known: dict[int, int] = {}
 
+    @property
+    def certified(self) -> int:
+        """How many entries have been certified so far."""
+        return len(self._known)
+
     def threshold(self, j: int) -> int:
         """The certified ``T_j = floor(C_j · 2^64)``."""
         value = self._known.get(j)
