@@ -145,10 +145,11 @@ def _geom_approx(gamma: Fraction, size: int, truncated: bool) -> np.ndarray:
     """Float64 approximations of ``C_j · 2^64`` (a search hint only)."""
     g = float(gamma)
     k = np.arange(1, size + 1, dtype=np.float64)
-    c = -np.expm1(-k * g)
-    if truncated:
-        c = c / -np.expm1(-(size + 1) * g)
-    return c * 2.0**64
+    with np.errstate(all="ignore"):  # γ below the float range: any hint is still correct
+        c = -np.expm1(-k * g)
+        if truncated:
+            c = c / -np.expm1(-(size + 1) * g)
+    return np.nan_to_num(c * 2.0**64, nan=0.0)
 
 
 @lru_cache(maxsize=128)
@@ -230,7 +231,7 @@ def _laplace_entry(scale: Fraction, half: int, j: int, prec: int) -> Interval:
 
 def _laplace_approx(scale: Fraction, half: int) -> np.ndarray:
     """Float64 approximations of ``C_j · 2^64`` (a search hint only)."""
-    inv = 1.0 / float(scale)
+    inv = float(1 / scale)  # a lazy Laplace table has K >= 4, so 1/t <= 2
     q = math.exp(-inv)
     k = np.arange(half + 1, 0, -1, dtype=np.float64)  # K+1 … 1
     left = np.exp(-k * inv) / (1 + q)
