@@ -8,6 +8,11 @@ All parameters are exact :class:`~fractions.Fraction`. Tables are cached per par
 (``functools.lru_cache``, a few hundred), so a parameter is analysed once per process; the
 big-integer enclosures behind them (needed again only on the rare exact slow path) are kept
 for fewer parameters and recomputed on demand.
+
+For a few draws at a new parameter, :func:`geometric_lazy` and :func:`laplace_lazy` give the
+same laws as :class:`~._tables.LazyTable` objects: each threshold is certified alone, from an
+enclosure of its own closed form (one certified exponential), when a draw reaches it. The
+thresholds are exact integers, so they equal the full table's entry for entry.
 """
 
 from __future__ import annotations
@@ -16,8 +21,10 @@ import math
 from fractions import Fraction
 from functools import lru_cache
 
+import numpy as np
+
 from ._exact import Interval, ceil_div, div_iv, exp_neg_fixed, mul_iv
-from ._tables import InversionTable, certify_thresholds
+from ._tables import InversionTable, LazyTable, certify_thresholds
 
 __all__ = [
     "GEOM_TABLE_MAX",
@@ -25,8 +32,11 @@ __all__ = [
     "gaussian_half",
     "gaussian_table",
     "gaussian_tail_sums",
+    "geometric_lazy",
     "geometric_plan",
+    "geometric_shape",
     "laplace_half",
+    "laplace_lazy",
     "laplace_table",
 ]
 
@@ -73,6 +83,15 @@ def _geom_enclosures(
     return [_down(c, shift) for c in comp]
 
 
+def geometric_shape(gamma: Fraction) -> tuple[bool, int, Fraction | None]:
+    """``(truncated, K, sub_gamma)`` of :func:`geometric_plan`, without building the table."""
+    need = math.ceil(TAIL_NATS / gamma)
+    if need <= GEOM_TABLE_MAX:
+        return False, max(need, 1), None
+    size = GEOM_TABLE_MAX - 1
+    return True, size, gamma * (size + 1)
+
+
 @lru_cache(maxsize=512)
 def geometric_plan(
     gamma: Fraction,
@@ -84,19 +103,69 @@ def geometric_plan(
     * Truncated (``truncated=True``, huge scales): ``G = (K+1)·A + B`` with ``B`` on
       ``[0, K]`` from the table and ``A ~ Geom((K+1)γ)`` (``sub_gamma``), independent.
     """
-    need = math.ceil(TAIL_NATS / gamma)
-    if need <= GEOM_TABLE_MAX:
-        size = max(need, 1)
-        truncated = False
-    else:
-        size = GEOM_TABLE_MAX - 1
-        truncated = True
+    truncated, size, sub = geometric_shape(gamma)
 
     def enclosures(prec: int) -> list[Interval]:
         return _geom_enclosures(gamma, size, truncated, prec)
 
     table = InversionTable(certify_thresholds(enclosures), enclosures)
-    return table, truncated, size, (gamma * (size + 1) if truncated else None)
+    return table, truncated, size, sub
+
+
+@lru_cache(maxsize=64)
+def _exp_iv(num: int, den: int, prec: int) -> Interval:
+    """:func:`exp_neg_fixed`, cached (the shared factors of the per-entry enclosures)."""
+    return exp_neg_fixed(num, den, prec)
+
+
+def _geom_entry(
+    gamma: Fraction, size: int, truncated: bool, j: int, prec: int
+) -> Interval:
+    """Enclosure of one ``C_j · 2^prec`` of :func:`_geom_enclosures`, from its closed form.
+
+    ``1 − q^{j+1}`` with ``q^{j+1} = e^{−(j+1)γ}`` certified directly; truncated, divided by
+    ``D = 1 − q^{K+1}``. ``K + 1 = 8192`` and ``(K+1)γ < 6`` there, so ``D >= (K+1)γ/7`` and
+    ``extra = bits(7/((K+1)γ))`` guard bits keep the quotient's error below ``2^{-prec-16}``.
+    Lower ends are clamped at 0 (``C_j >= 0``), which keeps every enclosure valid.
+    """
+    extra = 0
+    if truncated:
+        extra = math.ceil(Fraction(7) / (gamma * (size + 1))).bit_length()
+    work = prec + 16 + extra
+    one = 1 << work
+    lo, hi = exp_neg_fixed((j + 1) * gamma.numerator, gamma.denominator, work)
+    c = (max(one - hi, 0), one - lo)
+    if truncated:
+        d_lo, d_hi = _exp_iv((size + 1) * gamma.numerator, gamma.denominator, work)
+        c = div_iv(c, (one - d_hi, one - d_lo), work)
+    return _down(c, work - prec)
+
+
+def _geom_approx(gamma: Fraction, size: int, truncated: bool) -> np.ndarray:
+    """Float64 approximations of ``C_j · 2^64`` (a search hint only)."""
+    g = float(gamma)
+    k = np.arange(1, size + 1, dtype=np.float64)
+    with np.errstate(all="ignore"):  # γ below the float range: any hint is still correct
+        c = -np.expm1(-k * g)
+        if truncated:
+            c = c / -np.expm1(-(size + 1) * g)
+    return np.nan_to_num(c * 2.0**64, nan=0.0)
+
+
+@lru_cache(maxsize=128)
+def geometric_lazy(gamma: Fraction) -> LazyTable:
+    """The table of :func:`geometric_plan` as a :class:`LazyTable` (entries on demand)."""
+    truncated, size, _ = geometric_shape(gamma)
+
+    def enclosures(prec: int) -> list[Interval]:
+        return _geom_enclosures(gamma, size, truncated, prec)
+
+    return LazyTable(
+        size,
+        lambda j, prec: _geom_entry(gamma, size, truncated, j, prec),
+        lambda: _geom_approx(gamma, size, truncated),
+        enclosures,
+    )
 
 
 # ----------------------------------------------------------------------------- Laplace
@@ -140,6 +209,50 @@ def laplace_table(scale: Fraction) -> InversionTable:
         return _laplace_enclosures(scale, half, prec)
 
     return InversionTable(certify_thresholds(enclosures), enclosures)
+
+
+def _laplace_entry(scale: Fraction, half: int, j: int, prec: int) -> Interval:
+    """Enclosure of one ``C_j · 2^prec`` of :func:`_laplace_enclosures`, from its closed form.
+
+    ``R_k = q^k/(1+q)`` with ``q^k = e^{−k/t}`` certified directly: ``C_j = R_{K+1−j}`` for
+    ``j <= K`` and ``1 − R_{j−K}`` above.
+    """
+    work = prec + 16
+    one = 1 << work
+    k = half + 1 - j if j <= half else j - half
+    qk = exp_neg_fixed(k * scale.denominator, scale.numerator, work)
+    q_lo, q_hi = _exp_iv(scale.denominator, scale.numerator, work)
+    lo, hi = _down(div_iv(qk, (one + q_lo, one + q_hi), work), 16)
+    if j <= half:
+        return lo, hi
+    top = 1 << prec
+    return top - hi, top - lo
+
+
+def _laplace_approx(scale: Fraction, half: int) -> np.ndarray:
+    """Float64 approximations of ``C_j · 2^64`` (a search hint only)."""
+    inv = float(1 / scale)  # a lazy Laplace table has K >= 4, so 1/t <= 2
+    q = math.exp(-inv)
+    k = np.arange(half + 1, 0, -1, dtype=np.float64)  # K+1 … 1
+    left = np.exp(-k * inv) / (1 + q)
+    right = 1 - left[::-1]
+    return np.concatenate([left, right]) * 2.0**64
+
+
+@lru_cache(maxsize=128)
+def laplace_lazy(scale: Fraction) -> LazyTable:
+    """The table of :func:`laplace_table` as a :class:`LazyTable` (entries on demand)."""
+    half = laplace_half(scale)
+
+    def enclosures(prec: int) -> list[Interval]:
+        return _laplace_enclosures(scale, half, prec)
+
+    return LazyTable(
+        2 * half + 2,
+        lambda j, prec: _laplace_entry(scale, half, j, prec),
+        lambda: _laplace_approx(scale, half),
+        enclosures,
+    )
 
 
 # ----------------------------------------------------------------------------- Gaussian
