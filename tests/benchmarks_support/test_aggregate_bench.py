@@ -19,6 +19,7 @@ import math
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import privagg
@@ -124,3 +125,36 @@ def test_opendp_child(tmp_path: Path) -> None:
     released, err = bench.relative_errors(estimate, bench.exact(df))
     assert released == df["g"].nunique()
     assert err["count"] < 0.2, err
+
+
+def test_targets_verdicts_and_bootstrap_intervals() -> None:
+    """Per target: the ratio of medians over runs, met / NOT met, a bootstrap interval of the ratio
+    and '(within noise)' when it holds the target (the utility issue: 5 runs were too few to tell).
+    Known answers: privagg's runs are exactly half / equal to / twice the peer's (30 runs each,
+    a spread of 1.0..1.29 × the scale), so the ratios are 0.5 / 1 / 2; with a spread that small
+    the intervals of 0.5 and 2 exclude 1 (met / NOT met), the equal metric's holds it. Without
+    per-run values no interval is printed (the old call)."""
+    base = [1.0 + 0.01 * i for i in range(30)]
+    peer = [{"count": b, "sum": b, "mean": b, "median": b} for b in base]
+    ours = [{"count": 0.5 * b, "sum": b, "mean": 2.0 * b, "median": 0.5 * b} for b in base]
+    med = {m: float(sorted(r[m] for r in ours)[14] + sorted(r[m] for r in ours)[15]) / 2 for m in bench.METRICS}
+    pmed = {m: float(base[14] + base[15]) / 2 for m in bench.METRICS}
+    medians = {("privagg bounded", True): med, ("PipelineDP", True): pmed, ("privagg unbounded", True): med}
+    per_run = {("privagg bounded", True): ours, ("PipelineDP", True): peer, ("privagg unbounded", True): ours}
+    lines = bench.targets(medians, per_run)
+    assert lines[0].startswith("target: privagg unbounded mean / best bounded peer mean <= 1.5: 2 (PipelineDP) [")
+    assert lines[0].endswith("NOT met")
+    import re
+
+    got = re.findall(r"(\w+) ([\d.]+) \(PipelineDP\) \[([\d.]+), ([\d.]+)\] (met \(within noise\)|met|NOT met)",
+                     lines[1])
+    verdicts = {m: (float(r), float(lo), float(hi), v) for m, r, lo, hi, v in got}
+    assert set(verdicts) == set(bench.METRICS), lines[1]
+    for metric, (ratio, want) in {"count": (0.5, "met"), "sum": (1.0, "met (within noise)"),
+                                  "mean": (2.0, "NOT met"), "median": (0.5, "met")}.items():
+        r, lo, hi, v = verdicts[metric]
+        assert r == ratio and lo <= r <= hi and v == want, (metric, verdicts[metric])
+        assert (lo <= 1.0 <= hi) == (metric == "sum")
+    lo, hi = bench._boot_ratio([r["mean"] for r in ours], base, np.random.default_rng(7))
+    assert 1.0 < lo <= 2.0 <= hi < 4.0
+    assert "[" not in "".join(bench.targets(medians))  # no per-run values: no interval

@@ -13,17 +13,12 @@ i.i.d. (report-noisy-max, docs/proofs/mean.md §2b). Counts for all groups and c
 
 Grids (all candidates are exactly representable floats, so ``x <= t`` is an exact comparison):
 
-- ``bounds=(lo, hi)``: stage 1 (ε/4) chooses a *cell* ``(P[k − 1], P[k]]`` of the public points
-  ``P`` = ``lo``, the dyadic grid of ``[lo, hi]`` with at most ``2^BOUNDED_COARSE_BITS = 16``
-  points (:func:`dyadic_grid`) and ``hi`` (:func:`bounded_cells`; cell 0 is ``(−∞, lo]``) with
-  the cell utility below; stage 2 (3ε/4) the point among at most ``2^BOUNDED_BITS`` dyadic
-  candidates of the chosen cell widened by :data:`BOUNDED_MARGIN` = 1 cell on each side
-  (``[P[k − 2], P[k + 1]] ∩ [lo, hi]``). The old stage 1 (point utility over 256 points at ε/4)
-  was garbage on small groups: with 256 candidates and noise of scale ``2Δ/(ε/4)``, a point far
-  from a group of ~100 rows won often; 16 cells leave few far competitors, and a near miss is
-  inside the margin (measured, docs/proofs/aggregate_quantile.md §6). Rows outside ``[lo, hi]``
-  count as below / above every candidate, exactly as if clamped to it (a row above ``hi`` lies in
-  no cell).
+- ``bounds=(lo, hi)``: ONE stage at the full ε: the point among the dyadic grid of ``[lo, hi]``
+  with at most ``2^BOUNDED_BITS`` candidates (:func:`dyadic_grid`). The two-stage plan before it
+  (a cell of 16 at ε/4, then a window of 3 cells at 3ε/4) spent a quarter of the budget finding
+  a cell and let ~10^4 points of the window compete at 3ε/4: on groups of 50–250 rows its error
+  was 2–3× that of one stage at ε (docs/proofs/aggregate_quantile.md §6, "one stage"). Rows
+  outside ``[lo, hi]`` count as below / above every candidate, exactly as if clamped to it.
 - ``bounds=None``: stage 1 (3ε/8) chooses a *cell* ``(C[k − 1], C[k]]`` of the public signed
   octave grid ``C = {0} ∪ {±2^j : −40 <= j <= 64}`` (:func:`geometric_grid`; a value below
   ``−2^64`` acts as if clamped to it, one above ``2^64`` counts above every candidate) with
@@ -57,13 +52,9 @@ __all__ = [
     "stage_scales",
 ]
 
-#: Bounded: stage 1 (share ε/4) chooses a cell of at most ``2^BOUNDED_COARSE_BITS + 1`` cells of
-#: [lo, hi] (:func:`bounded_cells`, cell utility), stage 2 (3ε/4) the point among at most
-#: ``2^BOUNDED_BITS`` candidates in the chosen cell widened by ``BOUNDED_MARGIN`` cells each side.
-BOUNDED_COARSE_BITS = 4
-BOUNDED_COARSE_SHARE = Fraction(1, 4)
+#: Bounded: one stage (the full ε) over the dyadic grid of [lo, hi] with at most ``2^BOUNDED_BITS``
+#: candidates (docs/proofs/aggregate_quantile.md §5).
 BOUNDED_BITS = 14
-BOUNDED_MARGIN = 1
 #: Without bounds: stage 1 (share :data:`COARSE_SHARE`) chooses a *cell* of the octave grid
 #: (:func:`geometric_grid`, cell utility), stage 2 the point among at most ``2^UNBOUNDED_BITS``
 #: dyadic candidates of that cell.
@@ -119,16 +110,6 @@ def geometric_grid() -> np.ndarray:
     ``J_MIN <= j <= J_MAX`` (211 exact floats)."""
     pos = np.ldexp(1.0, np.arange(J_MIN, J_MAX + 1))
     return np.concatenate([-pos[::-1], [0.0], pos])
-
-
-def bounded_cells(lo: float, hi: float) -> np.ndarray:
-    """The sorted public stage-1 points with bounds: ``lo``, every point of
-    ``dyadic_grid(lo, hi, BOUNDED_COARSE_BITS)`` and ``hi`` (distinct; at most
-    ``2^BOUNDED_COARSE_BITS + 2`` exact floats). Cell ``k`` is ``(P[k − 1], P[k]]``, cell 0
-    ``(−∞, lo]``."""
-    e, m0, k = dyadic_grid(lo, hi, BOUNDED_COARSE_BITS)
-    pts = np.ldexp(float(m0) + np.arange(k, dtype=np.float64), e)
-    return np.unique(np.concatenate([[lo], pts, [hi]]))
 
 
 def dyadic_grid(lo: float, hi: float, bits: int) -> tuple[int, int, int]:
@@ -231,10 +212,10 @@ def _counts_dyadic(x: np.ndarray, gid: np.ndarray, g0: int, g1: int, e: np.ndarr
 
 
 def stage_scales(a: int, b: int, epsilon: Any, contribution: Contribution, *,
-                 bounded: bool) -> tuple[Fraction, Fraction]:
-    """The discrete Laplace scales ``2Δ/ε_stage`` of the two stages (docs/proofs/aggregate_quantile.md
-    §2–4): ``ε_g = ε/(ℓ0·r)`` per group (``r = 2`` for replace), split ``share : 1 − share`` with
-    ``share`` = :data:`BOUNDED_COARSE_SHARE` or :data:`COARSE_SHARE`; ``Δ`` from
+                 bounded: bool) -> tuple[Fraction, ...]:
+    """The discrete Laplace scales ``2Δ/ε_stage`` of the stages (docs/proofs/aggregate_quantile.md
+    §2–4): ``ε_g = ε/(ℓ0·r)`` per group (``r = 2`` for replace); with bounds ONE stage at ``ε_g``
+    (a 1-tuple), without bounds two, ``ε_g`` split :data:`COARSE_SHARE` ``: 1 −`` it; ``Δ`` from
     :func:`quantile_sensitivity`. ParameterError when a scale exceeds :data:`MAX_SCALE`."""
     eps = Fraction(epsilon)
     if eps <= 0:
@@ -242,8 +223,8 @@ def stage_scales(a: int, b: int, epsilon: Any, contribution: Contribution, *,
     groups_per_unit = int(contribution.max_groups) * (2 if contribution.replace else 1)
     eps_g = eps / groups_per_unit
     delta_u = quantile_sensitivity(a, b, contribution)
-    share = BOUNDED_COARSE_SHARE if bounded else COARSE_SHARE
-    scales = (Fraction(2 * delta_u) / (eps_g * share), Fraction(2 * delta_u) / (eps_g * (1 - share)))
+    shares = (Fraction(1),) if bounded else (COARSE_SHARE, 1 - COARSE_SHARE)
+    scales = tuple(Fraction(2 * delta_u) / (eps_g * share) for share in shares)
     if max(scales) > MAX_SCALE:
         raise fail("quantile", "epsilon", f"large enough that 2·Δ/ε_stage <= 2^50 (Δ = {delta_u}, "
                    f"{groups_per_unit} group(s) per unit)", epsilon)
@@ -292,8 +273,8 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
         above ``2^64`` count above every candidate.
     epsilon : Fraction
         The budget of this metric; each group's selection gets ``ε_g = ε / (ℓ0·r)`` with
-        ``ℓ0 = max_groups`` and ``r = 2`` for ``replace`` (else 1), split over the two stages
-        (:func:`stage_scales`); a stage's noise has scale
+        ``ℓ0 = max_groups`` and ``r = 2`` for ``replace`` (else 1): with bounds one stage at
+        ``ε_g``, without bounds split over two stages (:func:`stage_scales`); a stage's noise has scale
         ``2Δ/ε_stage`` with ``Δ = max_rows·max(a, b − a)`` (docs/proofs/aggregate_quantile.md).
     contribution : Contribution
     rng : numpy Generator
@@ -304,15 +285,15 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
         ``value``: the chosen candidate (an exact float of the final grid, in ``[lo, hi]`` with
         bounds). Never ⊥: an empty group (size 0 after bounding) gets a candidate drawn by the
         same mechanism on zero rows (the first maximum of pure noise), a valid release that says
-        nothing about the data. ``low`` / ``high``: the window the final stage searched (the
-        cell chosen by the stage before it, with bounds widened by one cell on each side); ``low <= value <= high`` always. They are NOT a
-        confidence interval of the true quantile: they contain it when the earlier stages chose
-        the cell holding it, which is likely only when ``n`` is large against
-        ``extra["rank_error"]``. ``extra``: ``"rank_error"`` (per group, public): with
-        probability ≥ 95 %, the released value's rank ``c(value) = #{x <= value}`` is within
-        ``rank_error`` rows (plus the final grid's resolution) of ``q·n`` — the sum over the
-        two stages of ``2·T/b``, ``T`` the 97.5 % bound on the largest ``|ν|`` of that stage's
-        draws; a group with ``n`` not well above ``rank_error/min(q, 1 − q)`` may be released
+        nothing about the data. ``low`` / ``high``: with bounds the neighbouring candidates of
+        the released one (its grid cell, clipped to the grid); without bounds the window the final
+        stage searched (the octave cell chosen by stage 1). ``low <= value <= high`` always. They
+        are NOT a confidence interval of the true quantile and do not bound the noise.
+        ``extra``: ``"rank_error"`` (per group, public): with probability ≥ 95 %, the released
+        value's rank ``c(value) = #{x <= value}`` is within ``rank_error`` rows (plus the final
+        grid's resolution) of ``q·n`` — ``2·T/b`` summed over the stages, ``T`` the bound on the
+        largest ``|ν|`` of that stage's draws at level 95 % (one stage) or 97.5 % (each of two);
+        a group with ``n`` not well above ``rank_error/min(q, 1 − q)`` may be released
         anywhere in the range (or, without bounds, far from its data); ``"step"``: the final
         grid's spacing. ``epsilon``: the guarantee (= the ``epsilon`` given), ``delta`` 0.
     """
@@ -325,20 +306,12 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
     offsets = gv.offsets
     sizes = np.diff(offsets)
 
-    if box is not None:
-        cands = bounded_cells(box[0], box[1])
-        first_k = cands.size
-        choice = np.empty(G, dtype=np.int64)
-        for g0, g1 in _group_chunks(G, first_k):
-            lo_r, hi_r = offsets[g0], offsets[g1]
-            cum = _counts_shared(x[lo_r:hi_r], gid[lo_r:hi_r], g0, g1, cands)
-            util = _cell_utility(cum, sizes[g0:g1], a, b)
-            choice[g0:g1] = _noisy_argmax(util, None, scales[0], rng)
-        # the chosen cell (P[k − 1], P[k]], widened by BOUNDED_MARGIN cells each side;
-        # cell 0 is (−∞, lo] → the point lo (with margin: [lo, P[margin]])
-        w_lo = cands[np.maximum(choice - 1 - BOUNDED_MARGIN, 0)]
-        w_hi = cands[np.minimum(choice + BOUNDED_MARGIN, first_k - 1)]
-        e_arr, m0_arr, k_arr = _dyadic_windows(w_lo, w_hi, BOUNDED_BITS)
+    if box is not None:  # one stage over the dyadic grid of [lo, hi] (the same for every group)
+        e, m0, k = dyadic_grid(box[0], box[1], BOUNDED_BITS)
+        e_arr = np.full(G, e, dtype=np.int64)
+        m0_arr = np.full(G, float(m0))
+        k_arr = np.full(G, k, dtype=np.int64)
+        first_k = k
     else:
         cands = geometric_grid()
         first_k = cands.size
@@ -356,8 +329,13 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
     last_k = int(k_arr.max()) if G else 1
     value = np.ldexp(m0_arr + pick, e_arr)
     step_out = np.ldexp(1.0, e_arr)
-    rank_error = (2.0 * _max_abs_noise_bound(scales[0], first_k, 0.025)
-                  + 2.0 * _max_abs_noise_bound(scales[-1], last_k, 0.025)) / b
+    if box is not None:  # the neighbouring candidates of the released one (its grid cell)
+        w_lo = np.ldexp(m0_arr + np.maximum(pick - 1, 0), e_arr)
+        w_hi = np.ldexp(m0_arr + np.minimum(pick + 1, k_arr - 1), e_arr)
+        rank_error = 2.0 * _max_abs_noise_bound(scales[0], first_k, 0.05) / b
+    else:
+        rank_error = (2.0 * _max_abs_noise_bound(scales[0], first_k, 0.025)
+                      + 2.0 * _max_abs_noise_bound(scales[-1], last_k, 0.025)) / b
     return MetricResult(
         value=value, low=w_lo, high=w_hi, ok=np.ones(G, dtype=bool),
         reason=np.full(G, None, dtype=object), epsilon=float(epsilon), delta=0.0,
