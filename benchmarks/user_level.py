@@ -17,7 +17,7 @@
     PipelineDP's public partitions. Results: docs/utility/user_level.md.
 
 Run: ``python benchmarks/user_level.py [--rows 10000000] [--utility-rows 200000] [--reps 10]
-[--section speed|utility|all] [--tables all|ratings|few] [--configs 1,1 3,2 16,1] [--skip-public-domain]
+[--section speed|utility|all|bounding] [--tables all|ratings|few] [--configs 1,1 3,2 16,1] [--skip-public-domain]
 [--skip-opendp]``.
 """
 
@@ -179,10 +179,12 @@ def _privagg_rows(units, keys, eps, delta, l0, linf, seed) -> list[tuple[str, np
     out.append(("privagg optimal selection + counts", r.keys, r.counts, bounded(l0)))
     r = privagg.stable_histogram(keys, max_keys_per_unit=l0, noise="gaussian", **common)
     out.append(("privagg stable, noise=gaussian", r.keys, r.counts, bounded(l0)))
-    # the peers release no total: the same two options with 1 % (not 10 %) of ε on privagg's noisy total
-    for name, kw in (("privagg optimal, total share 0.01", {"selection": "optimal"}),
-                     ("privagg gaussian, total share 0.01", {"noise": "gaussian"})):
-        r = privagg.stable_histogram(keys, max_keys_per_unit=l0, total_epsilon_share=0.01, **kw, **common)
+    # the peers release no total: equal release content is privagg with total_epsilon_share=0 (no
+    # noisy total, no frequencies, all of ε on the counts)
+    for name, kw in (("privagg stable, no total (share 0)", {}),
+                     ("privagg optimal, no total (share 0)", {"selection": "optimal"}),
+                     ("privagg gaussian, no total (share 0)", {"noise": "gaussian"})):
+        r = privagg.stable_histogram(keys, max_keys_per_unit=l0, total_epsilon_share=0, **kw, **common)
         out.append((name, r.keys, r.counts, bounded(l0)))
     r = privagg.stable_histogram(keys, max_keys_per_unit="auto", **common)
     out.append(("privagg stable, ℓ0=auto", r.keys, r.counts, None, r.auto_l0.max_keys_per_unit))
@@ -368,6 +370,27 @@ def public_domain(units: np.ndarray, keys: np.ndarray, eps: float, delta: float,
     print("  * = against E[bounded count] under uniform per-unit sampling")
 
 
+def bounding_effect(units: np.ndarray, keys: np.ndarray, label: str, seeds: list[int]) -> None:
+    """ℓ0 = ℓ∞ = 1: the expected number of keys the share-0 Laplace threshold (T, DL(1/ε), the
+    calibration OpenDP uses) releases on privagg's bounding (one uniform key per unit) and on
+    OpenDP's (the first key in one shared random order), exactly (Σ_keys P[c + Z ≥ T]): what is left
+    of a gap at equal calibration is the bounding rule, not noise or threshold."""
+    from privagg.mechanisms.histogram import StableHistogramParams, _bounded
+    from privagg.noise.rng import resolve_rng
+
+    p = StableHistogramParams.build(1.0, 1e-6, "add_remove", total_epsilon_share=0, bounds=(1, 1))
+    sf = np.array([p.law.sf(p.threshold - c) if c > 0 else 0.0 for c in range(2000)])
+    own, od = [], []
+    for seed, perm in zip(seeds, _opendp_perms(seeds), strict=True):
+        kc = _bounded("stable_histogram", keys, units, (1, 1), resolve_rng(seed)[0])
+        own.append(sf[np.minimum(np.asarray(kc.counts, dtype=np.int64), 1999)].sum())
+        c = _shared_order_bounded(units, keys, 1, 1, perm).astype(np.int64)
+        od.append(sf[np.minimum(c[c > 0], 1999)].sum())
+    print(f"(b) bounding effect, {label}, ℓ0=ℓ∞=1, T={p.threshold} at DL(1): E[keys released] on privagg's "
+          f"bounding {np.median(own):.1f} ({min(own):.1f}–{max(own):.1f}), on OpenDP's shared-order bounding "
+          f"{np.median(od):.1f} ({min(od):.1f}–{max(od):.1f}); medians (min–max) over the {len(seeds)} seeds")
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--opendp-child"]:
         opendp_child(sys.argv[2])
@@ -376,7 +399,8 @@ def main() -> None:
     ap.add_argument("--rows", type=int, nargs="*", default=[1_000_000, 10_000_000])
     ap.add_argument("--utility-rows", type=int, default=200_000)
     ap.add_argument("--reps", type=int, default=10, help="utility repetitions (seeds SEED, SEED+1, ...)")
-    ap.add_argument("--section", choices=("speed", "utility", "all"), default="all")
+    ap.add_argument("--section", choices=("speed", "utility", "all", "bounding"), default="all",
+                    help="bounding: only the ℓ0 = 1 bounding-effect lines of (b) (no peers needed)")
     ap.add_argument("--skip-opendp", action="store_true")
     ap.add_argument("--tables", choices=("all", "ratings", "few"), default="all", help="utility: which data sets")
     ap.add_argument("--configs", nargs="*", default=["1,1", "3,2", "16,1"], help="utility: (ℓ0,ℓ∞) pairs")
@@ -391,6 +415,10 @@ def main() -> None:
                 t0 = time.perf_counter()
                 speed(n, Path(folder))
                 print(f"  ({time.perf_counter() - t0:.0f} s)")
+        if args.section == "bounding":
+            seeds = [SEED + r for r in range(args.reps)]
+            bounding_effect(*make_table(args.utility_rows, SEED + 1), "ratings-like table", seeds)
+            bounding_effect(*make_few_table(args.utility_rows, SEED + 2), "few keys per unit", seeds)
         if args.section in ("utility", "all"):
             t0 = time.perf_counter()
             py = Path(args.opendp_python) if args.opendp_python else OPENDP_VENV / "bin" / "python"
@@ -405,6 +433,8 @@ def main() -> None:
                     continue
                 for l0, linf in configs:  # (16, 1): where Gaussian thresholding should win
                     utility(units, keys, label, 1.0, 1e-6, l0, linf, seeds, py, Path(folder))
+                if (1, 1) in configs:
+                    bounding_effect(units, keys, label, seeds)
             units, keys = tables[0][1]
             for l0, linf in () if args.skip_public_domain else ((3, 2), (16, 1)):  # Gaussian pays off for large ℓ0
                 public_domain(units, keys, 1.0, 1e-6, l0, linf, seeds)

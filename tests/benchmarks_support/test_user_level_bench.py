@@ -59,7 +59,8 @@ def test_utility_table_smoke(capsys, tmp_path) -> None:
     b.utility(units, keys, "smoke", 1.0, 1e-6, 1, 1, [b.SEED], None, tmp_path)
     out = capsys.readouterr().out
     for row in ("privagg stable (Laplace threshold)", "privagg optimal selection + counts", "privagg stable, ℓ0=auto",
-                "privagg stable, noise=gaussian", "privagg optimal, total share 0.01",
+                "privagg stable, noise=gaussian", "privagg stable, no total (share 0)",
+                "privagg optimal, no total (share 0)", "privagg gaussian, no total (share 0)",
                 "OpenDP Polars (truncate_num_groups): skipped"):
         assert row in out, out
     try:

@@ -140,10 +140,12 @@ DEFAULT_TOTAL_EPSILON_SHARE = 0.1
 
 
 def _check_total_share(where: str, share: Any, neighbors: str) -> Fraction | None:
-    """The share of ε for the noisy total as an exact rational in (0, 1), or None (replace-one).
+    """The share of ε for the noisy total as an exact rational in [0, 1), or None (replace-one).
 
-    Floats are read as their shortest decimal (``0.1`` → 1/10). Under replace-one n is public and
-    no total is released, so a share given there is an error rather than silently ignored.
+    Floats are read as their shortest decimal (``0.1`` → 1/10). Share 0 (an int, float or
+    Fraction equal to 0, not a bool): no total is released and all of ε goes to the counts
+    (docs/proofs/histograms.md §2.4). Under replace-one n is public and no total is released, so
+    a share given there is an error rather than silently ignored.
     """
     if neighbors == "replace":
         if share is not None:
@@ -151,6 +153,8 @@ def _check_total_share(where: str, share: Any, neighbors: str) -> Fraction | Non
         return None
     if share is None:
         share = DEFAULT_TOTAL_EPSILON_SHARE
+    if isinstance(share, numbers.Real) and not isinstance(share, (bool, np.bool_)) and share == 0:
+        return Fraction(0)  # no total: frequencies are not released
     check_delta(where, share, "total_epsilon_share")  # a real number in the open interval (0, 1)
     return share if isinstance(share, Fraction) else Fraction(repr(float(share)))
 
@@ -240,7 +244,7 @@ def stable_threshold(
         integer (the comparison with an integer count is the same).
 
     total_epsilon_share : float, optional
-        add/remove only: the share of ε spent on the noisy total (default 0.1).
+        add/remove only: the share of ε spent on the noisy total (default 0.1; 0: no total).
     max_keys_per_unit, max_rows_per_key : int, optional
         User level (add/remove of one privacy unit): ℓ0 and ℓ∞. The counts' scale is ℓ0ℓ∞/ε_c and
         T is the smallest integer ≥ 1 with 1 − (1 − P[Z ≥ T − ℓ∞])^{ℓ0} ≤ δ ("tight") or
@@ -476,9 +480,10 @@ class StableHistogramParams:
         T: a present key is kept iff its noisy count ≥ T (:func:`stable_threshold`), computed for
         the counts' scale.
     total_scale : Fraction or None
-        Scale t_n = 1/ε_n of the noise on the total (add/remove), None under replace-one.
+        Scale t_n = 1/ε_n of the noise on the total (add/remove), None under replace-one and
+        with share 0 (no total released).
     total_epsilon_share : float or None
-        The share ε_n/ε (add/remove; default 0.1), None under replace-one.
+        The share ε_n/ε (add/remove; default 0.1; 0.0: no total, ε_c = ε), None under replace-one.
     noise : {"laplace", "gaussian"}
         The counts' noise (``"gaussian"``: user level, docs/proofs/histograms.md §11; then
         :attr:`scale` is only an upper bound on σ, for display).
@@ -507,8 +512,10 @@ class StableHistogramParams:
     threshold_delta: float | None = None
 
     def __post_init__(self) -> None:
-        if (self.total_scale is None) != (self.neighbors == "replace"):
-            raise ValueError("StableHistogramParams: total_scale is required under add/remove only")
+        if self.neighbors == "replace" and (self.total_scale is not None or self.total_epsilon_share is not None):
+            raise ValueError("StableHistogramParams: no total (nor share) under replace-one")
+        if self.neighbors != "replace" and (self.total_scale is None) != (self.total_epsilon_share == 0):
+            raise ValueError("StableHistogramParams: total_scale is required under add/remove unless the share is 0")
 
     @classmethod
     def build(
@@ -537,22 +544,24 @@ class StableHistogramParams:
             rule = "'add_remove' with units (one privacy unit added or removed; replace-one-unit is not supported)"
             raise fail(where, "neighbors", rule, neighbors)
         share = _check_total_share(where, total_epsilon_share, neighbors)
-        if share is None:
+        if share is None or share == 0:  # replace-one, or share 0: no total, all of ε on the counts
             scale, total_scale = noise_scale(epsilon, neighbors, where=where), None
         else:
             scale, total_scale = _split_scales(epsilon, share, where)
         l0, linf = bounds if bounds is not None else (1, 1)
         if noise == "gaussian":  # §11: ε_c and δ/2 for the Gaussian counts, δ/2 for the threshold
-            return cls._gaussian(eps, dlt, where, 1 / scale, total_scale * (l0 * linf), float(share), l0, linf)
+            return cls._gaussian(eps, dlt, where, 1 / scale, None if total_scale is None else total_scale * (l0 * linf),
+                                 float(share), l0, linf)
         if bounds is not None:  # user level: a unit moves the counts by ℓ0ℓ∞ in ℓ1 (§7.2)
-            scale, total_scale = scale * (l0 * linf), total_scale * (l0 * linf)
+            scale = scale * (l0 * linf)
+            total_scale = None if total_scale is None else total_scale * (l0 * linf)
         rule = _tight_threshold if threshold == "tight" else _seed_threshold
         t = rule(scale, dlt, l0, linf)
         return cls(eps, dlt, neighbors, threshold, scale, t, total_scale, None if share is None else float(share),
                    None if bounds is None else l0, None if bounds is None else linf)
 
     @classmethod
-    def _gaussian(cls, eps: float, dlt: float, where: str, eps_c: Fraction, total_scale: Fraction, share: float,
+    def _gaussian(cls, eps: float, dlt: float, where: str, eps_c: Fraction, total_scale: Fraction | None, share: float,
                   l0: int, linf: int) -> StableHistogramParams:
         """noise="gaussian" (docs/proofs/histograms.md §11): discrete Gaussian counts, ℓ2 sensitivity
         √ℓ0·ℓ∞, ρ-zCDP converted to (ε_g, δ_g) with ε_g ≤ ε_c and δ_g = δ/2 (its shortest decimal);
@@ -644,8 +653,9 @@ class StableHistogramParams:
             "threshold": self.threshold,
             "scale": str(self.scale),
         }
-        if self.total_scale is not None:
+        if self.total_epsilon_share is not None:
             out["total_epsilon_share"] = self.total_epsilon_share
+        if self.total_scale is not None:
             out["total_scale"] = str(self.total_scale)
         if self.max_keys_per_unit is not None:
             out.update(max_keys_per_unit=self.max_keys_per_unit, max_rows_per_key=self.max_rows_per_key)
@@ -830,7 +840,9 @@ class HistogramRelease:
         ``counts / n`` (replace-one: n public). Add/remove, laplace: ``counts / max(1, total)``
         with ``total`` the sum of all released noisy counts (post-processing; no extra budget).
         Add/remove, stable: ``counts / noisy_total`` (a separately released, budgeted total),
-        NaN when ``noisy_total ≤ 0``.
+        NaN when ``noisy_total ≤ 0``, and all NaN with ``total_epsilon_share=0`` (no total is
+        released: n is private and the released counts miss the suppressed keys, so no
+        denominator exists; use the counts).
     epsilon, delta : float
         The guarantee (δ = 0.0 for the Laplace histogram).
     neighbors : {"replace", "add_remove"}
@@ -849,7 +861,8 @@ class HistogramRelease:
         The data-free parameters (exact scale, accuracy).
     noisy_total : int or None
         Stable histogram under add/remove only: n̂ = n + Z_n, the number of records (missing
-        keys included) plus discrete Laplace noise of scale ``params.total_scale``; else None.
+        keys included) plus discrete Laplace noise of scale ``params.total_scale``; else None
+        (also with ``total_epsilon_share=0``).
         At user level n is the sum of the bounded counts.
     unit : str or None
         User level: the privacy unit (its column name, or ``"units"`` for an array); None at
@@ -931,7 +944,15 @@ class HistogramRelease:
             return self.n
         if self.noisy_total is not None:
             return _total_denominator(self.noisy_total)
+        if self._no_total:
+            return math.nan
         return max(1, self.total)
+
+    @property
+    def _no_total(self) -> bool:
+        """Stable add/remove with ``total_epsilon_share=0``: no n̂, so no frequency (NaN) and no
+        frequency bound (∞); the counts and their bounds are unaffected."""
+        return self.mechanism == "stable_histogram" and self.n is None and self.noisy_total is None
 
     def _total_parts(self, beta: float) -> tuple[int, int]:
         """Stable add/remove: (s, m) with P[|Z_n| > s] ≤ β/2 and m = max(1, n̂ + s) ≥ n on that event."""
@@ -975,6 +996,8 @@ class HistogramRelease:
             return _ratio_error_bound(k, s, self.total)
         if self.neighbors == "replace":
             return (self.threshold - 1 + _abs_quantile_all(t, self.n, beta)) / self.n
+        if self._no_total:  # share 0: no denominator was released
+            return math.inf
         s, m = self._total_parts(beta)
         total = int(self.noisy_total)
         if total <= s:
@@ -1045,6 +1068,8 @@ class HistogramRelease:
             if unit == "count":
                 return low, high
             return low / self.n, high / self.n  # n is public here
+        if self._no_total:  # share 0: no frequency was released, so no interval for it
+            return np.full_like(c, np.nan), np.full_like(c, np.nan)
         a = _abs_quantile(t, beta / 2)
         if self.mechanism == "stable_histogram":
             s, total = self._total_parts(beta)[0], int(self.noisy_total)
@@ -1180,6 +1205,11 @@ def _frequencies(counts: np.ndarray, denominator: float) -> np.ndarray:
 def _total_denominator(noisy_total: int) -> float:
     """The stable add/remove denominator: n̂ itself, NaN when n̂ ≤ 0 (no frequency exists)."""
     return float(noisy_total) if noisy_total >= 1 else math.nan
+
+
+def _no_total_denominator(noisy_total: int | None) -> float:
+    """:func:`_total_denominator`, or NaN without a total (``total_epsilon_share=0``)."""
+    return math.nan if noisy_total is None else _total_denominator(noisy_total)
 
 
 def _ratio_error_bound(k: float, s: float, total: int) -> float:
@@ -1487,8 +1517,10 @@ def stable_histogram(
         ``"seed"``: ⌈1 + t·ln(2/δ)⌉ (31 and 18).
     total_epsilon_share : float, optional
         add/remove only (an error under replace-one, where n is public): the share of ε spent on
-        the noisy total, in (0, 1); default 0.1 (docs/proofs/histograms.md §2.4). The counts and
-        the threshold use ε_c = (1 − share)·ε.
+        the noisy total, in [0, 1); default 0.1 (docs/proofs/histograms.md §2.4). The counts and
+        the threshold use ε_c = (1 − share)·ε. ``0``: no noisy total, all of ε on the counts
+        (T = 15 instead of 16 at ε = 1, δ = 1e-6); ``noisy_total`` is None, the frequencies are
+        NaN and :meth:`HistogramRelease.error_bound` is ∞ (no denominator is released).
     rng, ledger, column
         As in :func:`laplace_histogram`; the ledger is charged (ε, δ) once, for both parts.
     units, max_keys_per_unit, max_rows_per_key
@@ -1664,9 +1696,11 @@ def _optimal_from_counts(where: str, bc: KeyCounts, uc: KeyCounts, params: Stabl
     keys, kept = _kept_keys(uc.keys, keep), noisy[keep]
     order = sort_order(keys)
     keys, kept = keys[order], kept[order]
-    noisy_total = int(bc.n) + int(discrete_laplace(params.total_scale, size=1, rng=gen)[0])
+    noisy_total = None
+    if params.total_scale is not None:  # share 0: no total (§2.4)
+        noisy_total = int(bc.n) + int(discrete_laplace(params.total_scale, size=1, rng=gen)[0])
     return HistogramRelease(
-        mechanism=where, keys=keys, counts=kept, frequencies=_frequencies(kept, _total_denominator(noisy_total)),
+        mechanism=where, keys=keys, counts=kept, frequencies=_frequencies(kept, _no_total_denominator(noisy_total)),
         epsilon=params.epsilon, delta=params.delta, neighbors=params.neighbors, scale=float(count_scale),
         threshold=0, n=None, secure=resolve_rng(gen, where)[1], params=params, noisy_total=noisy_total,
         unit=unit, selection="optimal", counts_law=DiscreteLaplace(count_scale),
@@ -1795,7 +1829,7 @@ def stable_histogram_from_draw(
     noisy_total = None
     if params.total_scale is not None:  # add/remove: n is private, release n + Z_n (§2.4)
         noisy_total = n_records + int(discrete_laplace(params.total_scale, size=1, rng=rng)[0])
-    denominator = n if n is not None else _total_denominator(noisy_total)
+    denominator = n if n is not None else _no_total_denominator(noisy_total)
     return HistogramRelease(
         mechanism=where,
         keys=keys,
