@@ -358,33 +358,3 @@ def test_seeded_coordinate_release_is_the_local_code(spark) -> None:
     assert np.allclose(got.mean, [10.0, -3.0], atol=[0.5, 20.0])
     other = local(124)
     assert not np.array_equal(other.mean, got.mean)
-
-
-def test_scale_counts_read_the_rows_twice_in_python(spark, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The keyed order of the scale step costs two Python passes over the rows (the hash, then the
-    per-partition pair counts): the occurrence index is a native window (no Python pass for the
-    bits), and the hashed rows are persisted, so the sort's range sampling does not run the hash
-    stage a second time. Before: 4·n rows through Python (bits, hash twice, pairs). The counts
-    stay the local ones (duplicates and ±0.0 included)."""
-    rows_in = spark.sparkContext.accumulator(0)
-    real = sp._map
-
-    def counting(frame, function, schema, **kwargs):
-        def wrapped(batches, _function=function, _acc=rows_in):
-            def counted():
-                for batch in batches:
-                    _acc.add(batch.num_rows)
-                    yield batch
-            yield from _function(counted())
-        return real(frame, wrapped, schema, **kwargs)
-
-    monkeypatch.setattr(sp, "_map", counting)
-    rng = np.random.default_rng(41)
-    x = rng.integers(0, 3, size=(900, 2)).astype(float)
-    x[:20] = [[-0.0, 0.0]] * 10 + [[0.0, 0.0]] * 10
-    df = spark.createDataFrame(x.tolist(), "a double, b double").repartition(3)
-    keys = M.row_keys(2, np.random.default_rng(5))
-    with sp.points_of("private_mean", df, None, None, 1, 1, lambda: None) as (src, _, _):
-        got = src.scale_counts(keys)
-    assert got.tolist() == M.ArrayPoints(x).scale_counts(keys).tolist()
-    assert rows_in.value == 2 * x.shape[0], rows_in.value

@@ -19,12 +19,10 @@ clips and sums:
   float arithmetic is numpy's, so Spark, numpy and DuckDB (which reads files into numpy) give the
   same integers for the same rows; only the totals reach the driver.
 * **Per-column scales** (when the mechanism runs that step): each row's occurrence index among
-  identical rows (a native ``row_number()`` over a window partitioned by its columns and, per
-  column, whether it is −0.0: the rows are finite, so these keys are equal exactly when the bits
-  are, although Spark equates −0.0 with 0.0), the keyed hash of (row, index)
-  (keys drawn on the driver, :func:`~privagg.mechanisms.mean.row_keys`) computed in the tasks and
-  persisted (the sort's range sampling and its shuffle read it; two Python passes over the rows in
-  all), a global ``orderBy`` on (hash, bits of each column, index) — exactly the local order — and per sorted partition
+  identical rows (``row_number()`` over a window partitioned by the exact bits of its columns,
+  never by the doubles: Spark equates −0.0 with 0.0 and NaNs), the keyed hash of (row, index)
+  (keys drawn on the driver, :func:`~privagg.mechanisms.mean.row_keys`) computed in the tasks, a
+  global ``orderBy`` on (hash, bits of each column, index) — exactly the local order — and per sorted partition
   the local :func:`~privagg.mechanisms.mean.sorted_scale_counts` of its consecutive pairs; the
   driver adds the counts and the P − 1 pairs across partition boundaries, for which it receives
   the first and last row of each sorted partition (at most 2·P rows, P the number of shuffle
@@ -289,12 +287,21 @@ class SparkPoints(PointSource):
             raise AssertionError("SparkPoints: pair counts on scaled rows")
         d, ks = self.d, np.array(keys, dtype=np.uint64)
         order_names = ["h"] + [f"o{j}" for j in range(d)] + ["j"]
+        bit_names = [f"b{j}" for j in range(d)]
+
+        def raw_bits(batches: Iterator[Any]) -> Iterator[Any]:
+            for batch in batches:  # the exact bits (as int64): Spark would equate -0.0, 0.0 and NaNs
+                bits = _rows(batch, d, None).view(np.int64)
+                yield pa.RecordBatch.from_arrays([pa.array(bits[:, j]) for j in range(d)], names=bit_names)
 
         def keyed(batches: Iterator[Any]) -> Iterator[Any]:
             from privagg.mechanisms.mean import row_hash
 
             for batch in batches:
-                ub = _rows(batch, d, None).view(np.uint64)  # the exact bits of the finite doubles
+                bits = np.empty((batch.num_rows, d), dtype=np.int64)
+                for j in range(d):
+                    bits[:, j] = batch.column(j).to_numpy()
+                ub = bits.view(np.uint64)
                 occ = batch.column(d).to_numpy().astype(np.int64)
                 with np.errstate(all="ignore"):
                     h = row_hash(ub, ks, occ)
@@ -333,24 +340,16 @@ class SparkPoints(PointSource):
                                  StructField("counts", ArrayType(LongType(), False), False),
                                  StructField("first", ArrayType(DoubleType(), False), False),
                                  StructField("last", ArrayType(DoubleType(), False), False)])
-        # the occurrence index j of each copy among identical rows, natively: the rows are finite,
-        # so two rows have the same bits iff their doubles are equal and their zeros have the same
-        # sign (Spark's keys equate -0.0 with 0.0: the sign of a zero is a key of its own)
-        from pyspark import StorageLevel
+        # the occurrence index j of each copy among identical rows (by the exact bits)
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
-        values = [F.col(c) for c in self._names()]
-        negative_zero = [((v == 0) & v.cast("string").startswith("-")).alias(f"z{j}") for j, v in enumerate(values)]
-        copies = Window.partitionBy(*values, *negative_zero).orderBy(*values)
-        indexed = self.frame.select(*values, (F.row_number().over(copies) - 1).cast("long").alias("occ"))
-        # persisted: the sort's range sampling and its shuffle read the hashed rows once, not
-        # running the hash stage twice
-        hashed = _map(indexed, keyed, key_schema).persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            table = self._collect(_map(hashed.orderBy(*order_names), pairs, out_schema))
-        finally:
-            hashed.unpersist()
+        bits_schema = StructType([StructField(n, LongType(), False) for n in bit_names])
+        copies = Window.partitionBy(*bit_names).orderBy(*bit_names)
+        indexed = _map(self.frame, raw_bits, bits_schema).withColumn(
+            "occ", (F.row_number().over(copies) - 1).cast("long"))
+        ordered = _map(indexed, keyed, key_schema).orderBy(*order_names)
+        table = self._collect(_map(ordered, pairs, out_schema))
         parts = sorted(table.to_pylist(), key=lambda row: row["p"])
         total = np.zeros((d, width), dtype=np.int64)
         for i, row in enumerate(parts):
