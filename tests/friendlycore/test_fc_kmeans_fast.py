@@ -76,9 +76,12 @@ def rows_with_edges(n: int, dc: int, seed: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("side", [2.0**-3, 0.7, 2.0**5])
-def test_column_hashes_equal_cell_hashes(side):
-    """``_column_hashes`` on the columns equals ``cell_hashes(*_cell_coordinates(...))`` on the
-    rows, rows without a cell dropped; and the scores agree with the plain counts."""
+@pytest.mark.parametrize("block", [256, 1 << 14])
+def test_row_hashes_equal_cell_hashes(side, block, monkeypatch):
+    """``_row_hashes`` (blocks of rows, one column at a time; several blocks and a partial last
+    one when ``block = 256``) equals ``cell_hashes(*_cell_coordinates(...))``, rows without a
+    cell dropped; and ``cell_scores`` agrees with the counts of those hashes."""
+    monkeypatch.setattr(K, "_ROWS", block)
     y = rows_with_edges(3000, 4, 1)
     g = np.random.default_rng(2)
     shift = g.random(4)
@@ -86,7 +89,7 @@ def test_column_hashes_equal_cell_hashes(side):
     z, ok = K._cell_coordinates(y, shift, side)
     assert 0 < ok.sum() < len(y) or side > 1
     want = K.cell_hashes(z, ok, mult)
-    got = K._column_hashes(np.ascontiguousarray(y.T), shift, side, mult)
+    got = K._row_hashes(y, shift, side, mult)
     assert got.dtype == np.uint64 and np.array_equal(got, want)
     _, counts = np.unique(want, return_counts=True)
     excess, heavy = K.cell_scores(y, shift, np.array([side]), mult, 3)

@@ -851,7 +851,7 @@ _C_DELTA_ANCHOR = Fraction(1, 8)
 _SUM_FLUSH = 1 << 8
 _HASH_LIMIT = 2.0**52  # a row with |cell coordinate| >= this at a level is in no cell there
 #: Fixed odd multipliers of the hash that groups the rows of the coreset histogram by cell
-#: (:func:`_cell_counts_cols`; exact whatever the hash: a collision is detected and resolved).
+#: (:func:`_grouped_cell_counts`; exact whatever the hash: a collision is detected and resolved).
 _GROUP_MULT = np.random.default_rng(0x6B6D65616E73).integers(1, 2**63, size=64, dtype=np.uint64) | np.uint64(1)
 
 
@@ -1312,21 +1312,23 @@ def coreset_space(x: np.ndarray, proj: np.ndarray | None) -> np.ndarray:
     return x if proj is None else _finite(x @ proj)
 
 
-def _column_hashes(cols: np.ndarray, shift: np.ndarray, side: float, mult: np.ndarray) -> np.ndarray:
-    """``cell_hashes(*_cell_coordinates(cols.T, shift, side), mult)`` from the rows' columns
-    ``cols`` (dc, n), C-contiguous: the same float64 operations per element, one contiguous
-    column at a time (no (n, dc) temporaries, no row-wise reductions)."""
-    n = cols.shape[1]
+def _row_hashes(y: np.ndarray, shift: np.ndarray, side: float, mult: np.ndarray) -> np.ndarray:
+    """``cell_hashes(*_cell_coordinates(y, shift, side), mult)``: the same float64 operations per
+    element, on blocks of ``_ROWS`` rows one column at a time (cache-resident, no (n, dc)
+    temporaries and no row-wise reductions; the rows are not copied)."""
+    n = y.shape[0]
     h = np.zeros(n, dtype=np.uint64)
     ok = np.ones(n, dtype=bool)
-    t = np.empty(n)
+    t = np.empty(min(n, _ROWS))
     with np.errstate(invalid="ignore"):  # the cast of a row without a cell (masked out below)
-        for j in range(cols.shape[0]):  # a public number of columns (not a loop over rows)
-            np.divide(cols[j], side, out=t)
-            np.subtract(t, shift[j], out=t)
-            np.floor(t, out=t)
-            ok &= np.abs(t) < _HASH_LIMIT
-            h += t.astype(np.int64).view(np.uint64) * mult[j]  # wraps modulo 2^64
+        for s in range(0, n, _ROWS):
+            hb, ob, tb = h[s:s + _ROWS], ok[s:s + _ROWS], t[:min(_ROWS, n - s)]
+            for j in range(y.shape[1]):  # a public number of columns (not a loop over rows)
+                np.divide(y[s:s + _ROWS, j], side, out=tb)
+                np.subtract(tb, shift[j], out=tb)
+                np.floor(tb, out=tb)
+                ob &= np.abs(tb) < _HASH_LIMIT
+                hb += tb.astype(np.int64).view(np.uint64) * mult[j]  # wraps modulo 2^64
     return h[ok]
 
 
@@ -1339,12 +1341,14 @@ def _counts_of_sorted(h: np.ndarray) -> np.ndarray:
     return np.diff(np.append(starts, h.size))
 
 
-def _cell_scores_cols(cols: np.ndarray, shift: np.ndarray, sides: np.ndarray, mult: np.ndarray,
-                      threshold: int) -> tuple[np.ndarray, np.ndarray]:
+def cell_scores(y: np.ndarray, shift: np.ndarray, sides: np.ndarray, mult: np.ndarray,
+                threshold: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per side ``w``: ``Σ max(c − T, 0)`` and ``#{c >= T}`` over the counts ``c`` of the hashed
+    cells ``floor(y/w − shift)`` (:func:`cell_hashes`; int64 arrays of len(sides))."""
     excess = np.zeros(len(sides), dtype=np.int64)
     heavy = np.zeros(len(sides), dtype=np.int64)
     for i, side in enumerate(sides):  # a few public sides (not a loop over rows)
-        h = _column_hashes(cols, shift, float(side), mult)
+        h = _row_hashes(y, shift, float(side), mult)
         h.sort()
         counts = _counts_of_sorted(h)
         excess[i] = np.maximum(counts - threshold, 0).sum()
@@ -1352,17 +1356,8 @@ def _cell_scores_cols(cols: np.ndarray, shift: np.ndarray, sides: np.ndarray, mu
     return excess, heavy
 
 
-def cell_scores(y: np.ndarray, shift: np.ndarray, sides: np.ndarray, mult: np.ndarray,
-                threshold: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per side ``w``: ``Σ max(c − T, 0)`` and ``#{c >= T}`` over the counts ``c`` of the hashed
-    cells ``floor(y/w − shift)`` (:func:`cell_hashes`; int64 arrays of len(sides))."""
-    return _cell_scores_cols(np.ascontiguousarray(y.T), shift, sides, mult, threshold)
-
-
-def _cell_counts_cols(y: np.ndarray, cols: np.ndarray, shift: np.ndarray,
-                      side: float) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`cell_counts` from the rows ``y`` (n, dc) and their columns ``cols`` (dc, n): the
-    rows are grouped by a hash of their cell (one sort of n integers), every group is checked to
+def _grouped_cell_counts(y: np.ndarray, shift: np.ndarray, side: float) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`cell_counts` of the rows ``y`` (n, dc), faster: the rows are grouped by a hash of their cell (one sort of n integers), every group is checked to
     hold a single cell, and only the distinct cells are sorted lexicographically. On a hash
     collision (two cells, one hash) the rows are sorted lexicographically instead: the same cells
     and counts either way (the hash only sets the running time)."""
@@ -1370,7 +1365,7 @@ def _cell_counts_cols(y: np.ndarray, cols: np.ndarray, shift: np.ndarray,
     z = z[ok]
     if z.shape[0] == 0:
         return np.zeros((0, y.shape[1])), np.zeros(0, dtype=np.int64)
-    h = _column_hashes(cols, shift, side, _GROUP_MULT[:cols.shape[0]])
+    h = _row_hashes(y, shift, side, _GROUP_MULT[:y.shape[1]])
     order = np.argsort(h)
     hs = h[order]
     new = np.concatenate(([True], hs[1:] != hs[:-1]))
@@ -1452,30 +1447,20 @@ class ArrayKMeansPoints(ArrayPoints, KMeansSource):
     def __init__(self, x: np.ndarray) -> None:
         super().__init__(x)
         self._space: tuple[Any, np.ndarray] = (None, x)
-        self._cols: tuple[np.ndarray, np.ndarray] | None = None
 
     def _rows_in(self, proj: np.ndarray | None) -> np.ndarray:
         if proj is None:
             return self.x
         if self._space[0] is not proj:
             self._space = (proj, coreset_space(self.x, proj))
-            self._cols = None
         return self._space[1]
-
-    def _cols_in(self, proj: np.ndarray | None) -> np.ndarray:
-        """The columns of ``_rows_in(proj)``, (dc, n) C-contiguous (kept: the search asks a dozen
-        times)."""
-        rows = self._rows_in(proj)
-        if self._cols is None or self._cols[0] is not rows:
-            self._cols = (rows, np.ascontiguousarray(rows.T))
-        return self._cols[1]
 
     def cell_scores(self, proj: np.ndarray | None, shift: np.ndarray, sides: np.ndarray, mult: np.ndarray,
                     threshold: int) -> tuple[np.ndarray, np.ndarray]:
-        return _cell_scores_cols(self._cols_in(proj), shift, sides, mult, threshold)
+        return cell_scores(self._rows_in(proj), shift, sides, mult, threshold)
 
     def cell_counts(self, proj: np.ndarray | None, shift: np.ndarray, side: float) -> tuple[np.ndarray, np.ndarray]:
-        return _cell_counts_cols(self._rows_in(proj), self._cols_in(proj), shift, side)
+        return _grouped_cell_counts(self._rows_in(proj), shift, side)
 
     def column_cell_counts(self, width: float, u: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return column_cell_counts(self.x, width, u)
