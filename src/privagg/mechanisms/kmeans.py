@@ -1357,14 +1357,17 @@ def cell_scores(y: np.ndarray, shift: np.ndarray, sides: np.ndarray, mult: np.nd
 
 
 def _grouped_cell_counts(y: np.ndarray, shift: np.ndarray, side: float) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`cell_counts` of the rows ``y`` (n, dc), faster: the rows are grouped by a hash of their cell (one sort of n integers), every group is checked to
-    hold a single cell, and only the distinct cells are sorted lexicographically. On a hash
-    collision (two cells, one hash) the rows are sorted lexicographically instead: the same cells
-    and counts either way (the hash only sets the running time)."""
+    """:func:`cell_counts` of the rows ``y`` (n, dc), faster: the rows are grouped by a hash of
+    their cell (one sort of n integers), every group is checked to hold a single cell, and only
+    the distinct cells are sorted lexicographically. On a hash collision (two cells, one hash)
+    the rows are sorted lexicographically instead: the same cells and counts either way (the
+    hash only sets the running time)."""
     z, ok = _cell_coordinates(y, shift, side)
     z = z[ok]
     if z.shape[0] == 0:
         return np.zeros((0, y.shape[1])), np.zeros(0, dtype=np.int64)
+    if y.shape[1] > _GROUP_MULT.size:  # (the coreset space has at most D_CORE columns)
+        return cell_counts(y, shift, side)
     h = _row_hashes(y, shift, side, _GROUP_MULT[:y.shape[1]])
     order = np.argsort(h)
     hs = h[order]
