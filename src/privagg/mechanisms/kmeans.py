@@ -493,7 +493,9 @@ def _nearest(x: np.ndarray, centers: np.ndarray) -> np.ndarray:
         np.multiply(score, 2.0, out=score)
         np.subtract(c2[None, :], score, out=score)  # c2 − 2·(block·c), as one expression would
         out[s:s + _ROWS] = np.argmin(score, axis=1)
-        if math.isfinite(float(np.add.reduce(score, axis=None))):
+        with np.errstate(over="ignore", invalid="ignore"):  # (no warning the old code lacked)
+            total = float(np.add.reduce(score, axis=None))
+        if math.isfinite(total):
             continue  # every score finite (a sum of finite terms can only overflow: then checked)
         bad = ~np.isfinite(score).all(axis=1)
         if bad.any():  # a row so far that the expansion overflows: direct distances, scaled
