@@ -489,8 +489,14 @@ def _nearest(x: np.ndarray, centers: np.ndarray) -> np.ndarray:
     c2 = np.einsum("ij,ij->i", shifted, shifted)
     for s in range(0, x.shape[0], _ROWS):
         block = x[s:s + _ROWS] - origin
-        score = c2[None, :] - 2.0 * (block @ shifted.T)
+        score = block @ shifted.T
+        np.multiply(score, 2.0, out=score)
+        np.subtract(c2[None, :], score, out=score)  # c2 − 2·(block·c), as one expression would
         out[s:s + _ROWS] = np.argmin(score, axis=1)
+        with np.errstate(over="ignore", invalid="ignore"):  # (no warning the old code lacked)
+            total = float(np.add.reduce(score, axis=None))
+        if math.isfinite(total):
+            continue  # every score finite (a sum of finite terms can only overflow: then checked)
         bad = ~np.isfinite(score).all(axis=1)
         if bad.any():  # a row so far that the expansion overflows: direct distances, scaled
             rows = x[s:s + _ROWS][bad]
@@ -845,7 +851,13 @@ _C_SHARE_ANCHOR = Fraction(1, 20)  # projected only: coordinate modes (step 1's 
 _C_SHARE_STEP_COUNT = Fraction(1, 40)  # per step
 _C_DELTA_CORE = Fraction(1, 4)
 _C_DELTA_ANCHOR = Fraction(1, 8)
+#: Blocks of cluster_integer_sums added in int64 before Python integers: each block's sums are
+#: below 2^53 in magnitude, so 2^8 of them stay below 2^61.
+_SUM_FLUSH = 1 << 8
 _HASH_LIMIT = 2.0**52  # a row with |cell coordinate| >= this at a level is in no cell there
+#: Fixed odd multipliers of the hash that groups the rows of the coreset histogram by cell
+#: (:func:`_grouped_cell_counts`; exact whatever the hash: a collision is detected and resolved).
+_GROUP_MULT = np.random.default_rng(0x6B6D65616E73).integers(1, 2**63, size=64, dtype=np.uint64) | np.uint64(1)
 
 
 @dataclass(frozen=True)
@@ -1048,17 +1060,6 @@ def cell_hashes(z: np.ndarray, ok: np.ndarray, mult: np.ndarray) -> np.ndarray:
     return (zi * mult).sum(axis=1, dtype=np.uint64)  # wraps modulo 2^64
 
 
-def _hashed_counts(z: np.ndarray, ok: np.ndarray, mult: np.ndarray) -> np.ndarray:
-    """Counts of the hashed cells (a deterministic function of each row: one row adds one to one
-    bucket; a collision merges buckets, which only costs utility)."""
-    h = cell_hashes(z, ok, mult)
-    h.sort()
-    if h.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    starts = np.flatnonzero(np.concatenate(([True], h[1:] != h[:-1])))
-    return np.diff(np.append(starts, h.size))
-
-
 def _level_score(y: Any, shift: np.ndarray, j: int, mult: np.ndarray, threshold: int) -> int:
     """``f_j = Σ_cells max(count − T, 0)`` at side ``w_j``: one row changes it by at most 1.
     ``y``: the coreset-space rows (an array, or :class:`CoresetRows` where the data live)."""
@@ -1176,13 +1177,14 @@ def cluster_integer_sums(x: np.ndarray, label: np.ndarray, refs: np.ndarray, rad
     """All clusters at once: ``S_c = Σ_{label_i = c} rint(clip(x_i − refs_c, R_c)/R_c/2^e)``,
     exactly, as Python integers (object array ``(k, d)``). Every row's term is the term of
     :func:`~privagg.mechanisms.mean._clipped_integer_sum` with ``unit = R_c`` (norm ``<= 2^{−e}``
-    before rounding); blocks of ``2^14`` rows are summed per cluster with the
-    block's rows sorted by label and ``np.add.reduceat`` (integer-valued float64 partial sums below
-    ``2^53``: exact in any order), blocks are added as Python integers."""
+    before rounding); blocks of ``2^14`` rows are summed per (cluster, column) by one
+    ``np.bincount`` (integer-valued float64 partial sums below ``2^53``: exact in any order),
+    up to ``_SUM_FLUSH`` blocks in int64 (below ``2^61``), then as Python integers."""
     n, d = x.shape
     k = refs.shape[0]
     margin = 1.0 - _mean_module._clip_margin(d)  # looked up at call time (tests patch it)
     total = np.zeros((k, d), dtype=np.int64).astype(object)
+    block = np.zeros(k * d, dtype=np.int64)  # the sums of up to _SUM_FLUSH blocks: |.| < 2^61
     with np.errstate(all="ignore"):
         for s in range(0, n, _SUM_ROWS):
             lab = label[s:s + _SUM_ROWS]
@@ -1197,12 +1199,14 @@ def cluster_integer_sums(x: np.ndarray, label: np.ndarray, refs: np.ndarray, rad
             factor = np.minimum(1.0, keep / np.maximum(norms, np.finfo(float).tiny))
             y *= np.ldexp(factor / radii[lab], -exponent)[:, None]
             np.rint(y, out=y)
-            order = np.argsort(lab, kind="stable")
-            ls = lab[order]
-            starts = np.flatnonzero(np.concatenate(([True], ls[1:] != ls[:-1])))
-            part = np.add.reduceat(y[order], starts, axis=0)  # exact: integer-valued, < 2^53
-            total[ls[starts]] += part.astype(np.int64).astype(object)
-    return total
+            # per (cluster, column) one bincount bucket: exact, integer-valued and < 2^53
+            cell = (lab[:, None] * d + np.arange(d)).reshape(-1)
+            part = np.bincount(cell, weights=y.reshape(-1), minlength=k * d)
+            block += part.astype(np.int64)
+            if (s // _SUM_ROWS) % _SUM_FLUSH == _SUM_FLUSH - 1:
+                total += block.reshape(k, d).astype(object)
+                block[:] = 0
+    return total + block.reshape(k, d).astype(object)
 
 
 def _noisy_step(x: Any, label: Any, refs: np.ndarray, radii: np.ndarray,
@@ -1308,17 +1312,73 @@ def coreset_space(x: np.ndarray, proj: np.ndarray | None) -> np.ndarray:
     return x if proj is None else _finite(x @ proj)
 
 
+def _row_hashes(y: np.ndarray, shift: np.ndarray, side: float, mult: np.ndarray) -> np.ndarray:
+    """``cell_hashes(*_cell_coordinates(y, shift, side), mult)``: the same float64 operations per
+    element, on blocks of ``_ROWS`` rows one column at a time (cache-resident, no (n, dc)
+    temporaries and no row-wise reductions; the rows are not copied)."""
+    n = y.shape[0]
+    h = np.zeros(n, dtype=np.uint64)
+    ok = np.ones(n, dtype=bool)
+    t = np.empty(min(n, _ROWS))
+    with np.errstate(invalid="ignore"):  # the cast of a row without a cell (masked out below)
+        for s in range(0, n, _ROWS):
+            hb, ob, tb = h[s:s + _ROWS], ok[s:s + _ROWS], t[:min(_ROWS, n - s)]
+            for j in range(y.shape[1]):  # a public number of columns (not a loop over rows)
+                np.divide(y[s:s + _ROWS, j], side, out=tb)
+                np.subtract(tb, shift[j], out=tb)
+                np.floor(tb, out=tb)
+                ob &= np.abs(tb) < _HASH_LIMIT
+                hb += tb.astype(np.int64).view(np.uint64) * mult[j]  # wraps modulo 2^64
+    return h[ok]
+
+
+def _counts_of_sorted(h: np.ndarray) -> np.ndarray:
+    """The counts of the hashed cells from their sorted hashes (a deterministic function of each
+    row: one row adds one to one bucket; a collision merges buckets, which only costs utility)."""
+    if h.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.concatenate(([True], h[1:] != h[:-1])))
+    return np.diff(np.append(starts, h.size))
+
+
 def cell_scores(y: np.ndarray, shift: np.ndarray, sides: np.ndarray, mult: np.ndarray,
                 threshold: int) -> tuple[np.ndarray, np.ndarray]:
     """Per side ``w``: ``Σ max(c − T, 0)`` and ``#{c >= T}`` over the counts ``c`` of the hashed
-    cells ``floor(y/w − shift)`` (int64 arrays of len(sides))."""
+    cells ``floor(y/w − shift)`` (:func:`cell_hashes`; int64 arrays of len(sides))."""
     excess = np.zeros(len(sides), dtype=np.int64)
     heavy = np.zeros(len(sides), dtype=np.int64)
     for i, side in enumerate(sides):  # a few public sides (not a loop over rows)
-        counts = _hashed_counts(*_cell_coordinates(y, shift, float(side)), mult)
+        h = _row_hashes(y, shift, float(side), mult)
+        h.sort()
+        counts = _counts_of_sorted(h)
         excess[i] = np.maximum(counts - threshold, 0).sum()
         heavy[i] = (counts >= threshold).sum()
     return excess, heavy
+
+
+def _grouped_cell_counts(y: np.ndarray, shift: np.ndarray, side: float) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`cell_counts` of the rows ``y`` (n, dc), faster: the rows are grouped by a hash of
+    their cell (one sort of n integers), every group is checked to hold a single cell, and only
+    the distinct cells are sorted lexicographically. On a hash collision (two cells, one hash)
+    the rows are sorted lexicographically instead: the same cells and counts either way (the
+    hash only sets the running time)."""
+    z, ok = _cell_coordinates(y, shift, side)
+    z = z[ok]
+    if z.shape[0] == 0:
+        return np.zeros((0, y.shape[1])), np.zeros(0, dtype=np.int64)
+    if y.shape[1] > _GROUP_MULT.size:  # (the coreset space has at most D_CORE columns)
+        return cell_counts(y, shift, side)
+    h = _row_hashes(y, shift, side, _GROUP_MULT[:y.shape[1]])
+    order = np.argsort(h)
+    hs = h[order]
+    new = np.concatenate(([True], hs[1:] != hs[:-1]))
+    starts = np.flatnonzero(new)
+    first = order[starts]  # one row of every hashed cell
+    if (z[order] == np.repeat(z[first], np.diff(np.append(starts, hs.size)), axis=0)).all():
+        cells, counts = z[first], np.diff(np.append(starts, hs.size))
+        lex = np.lexsort(cells.T[::-1])
+        return cells[lex], counts[lex]
+    return cell_counts(y, shift, side)  # a hash collision: the rows sorted lexicographically
 
 
 def cell_counts(y: np.ndarray, shift: np.ndarray, side: float) -> tuple[np.ndarray, np.ndarray]:
@@ -1335,8 +1395,13 @@ def cell_counts(y: np.ndarray, shift: np.ndarray, side: float) -> tuple[np.ndarr
 
 def column_bins(x: np.ndarray, width: float, u: np.ndarray) -> np.ndarray:
     """``floor(x_ij/width − u_j)``, far rows clamped to ``±_HASH_LIMIT`` (an end bin)."""
-    z = np.floor(x / width - u)
-    return np.where(np.abs(z) < _HASH_LIMIT, z, np.copysign(_HASH_LIMIT, z))
+    z = np.divide(x, width)
+    np.subtract(z, u, out=z)
+    np.floor(z, out=z)
+    nan = np.isnan(z)  # (none from finite rows) an end bin, by the NaN's sign, as before
+    if nan.any():
+        z[nan] = np.copysign(_HASH_LIMIT, z[nan])
+    return np.clip(z, -_HASH_LIMIT, _HASH_LIMIT, out=z)
 
 
 def column_cell_counts(x: np.ndarray, width: float, u: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -1398,7 +1463,7 @@ class ArrayKMeansPoints(ArrayPoints, KMeansSource):
         return cell_scores(self._rows_in(proj), shift, sides, mult, threshold)
 
     def cell_counts(self, proj: np.ndarray | None, shift: np.ndarray, side: float) -> tuple[np.ndarray, np.ndarray]:
-        return cell_counts(self._rows_in(proj), shift, side)
+        return _grouped_cell_counts(self._rows_in(proj), shift, side)
 
     def column_cell_counts(self, width: float, u: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return column_cell_counts(self.x, width, u)
