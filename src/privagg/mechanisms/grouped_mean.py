@@ -65,8 +65,6 @@ from .mean import (
     _float_down,
     _float_up,
     _frac,
-    _hash_order,
-    _runs_to_occurrence,
     mean_plan,
     noise_half_width,
     pair_factor,
@@ -437,6 +435,38 @@ def _row_bins(dev: np.ndarray, inv_upper: np.ndarray, top_level: int) -> np.ndar
     return level
 
 
+def _ordered_bits(v: np.ndarray) -> np.ndarray:
+    """uint64 keys of float64 values in their total order (IEEE totalOrder for non-NaN:
+    −0.0 before +0.0): the sign bit set for positives, every bit flipped for negatives."""
+    b = np.ascontiguousarray(v).view(np.uint64)
+    mask = (b >> np.uint64(63)) * np.uint64(0x7FFFFFFFFFFFFFFF)
+    mask |= np.uint64(0x8000000000000000)
+    mask ^= b
+    return mask
+
+
+def _run_positions(same: np.ndarray) -> np.ndarray:
+    """int64: each item's position in its run, the runs given by ``same[i] = (i+1 ≡ i)``."""
+    idx = np.arange(same.size + 1, dtype=np.int64)
+    start = np.where(np.concatenate([[True], ~same]), idx, 0)
+    np.maximum.accumulate(start, out=start)
+    idx -= start
+    return idx
+
+
+def _break_hash_ties(ho: np.ndarray, h: np.ndarray, g: np.ndarray, bits: np.ndarray,
+                     occ: np.ndarray) -> np.ndarray:
+    """``ho`` (sorted by (group, hash)) with each run of equal (group, hash) sorted by
+    (bits, occ): the lexicographic order of (group, hash, bits, occ)."""
+    hs, gs = h[ho], g[ho]
+    tie = (hs[1:] == hs[:-1]) & (gs[1:] == gs[:-1])
+    if tie.any():
+        pos = np.flatnonzero(np.concatenate([tie, [False]]) | np.concatenate([[False], tie]))
+        rows = ho[pos]
+        ho[pos] = rows[np.lexsort([occ[rows], bits[rows], hs[pos], gs[pos]])]
+    return ho
+
+
 def _segments(sorted_group: np.ndarray, n_groups: int) -> np.ndarray:
     return np.searchsorted(sorted_group, np.arange(n_groups + 1, dtype=np.int64)).astype(np.int64)
 
@@ -517,32 +547,36 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws) -> 
 
     # 2. Poisson subsample of public rate min(1, m_locate / n̂)
     rate = np.where(live, np.minimum(1.0, m_loc / n_pos), 0.0)
-    take = draws.uniform("subsample", grp) < rate[grp]
-    sub_v, sub_g = x[take], grp[take]
-    # unstable: equal values are equal bits, but for ±0.0, which no later step tells apart
-    order = np.argsort(sub_v)
+    take = draws.uniform("subsample", grp) < np.repeat(rate, sizes)  # = rate[grp] (grp sorted)
+    sub_v, sub_g = x[take], grp[take]  # sub_g is sorted (take keeps the order)
+    del take
     gdt = np.int16 if n_groups < 2**15 else np.int32 if n_groups < 2**31 else np.int64
-    order = order[np.argsort(sub_g[order].astype(gdt), kind="stable")]  # radix for int16
-    sv, sg = sub_v[order], sub_g[order]  # sorted by (group, value)
+    # sorted by (group, value): a sort of the value bits in their total order (−0.0 before
+    # +0.0, which no later step tells apart), then a stable radix sort of the group id; equal
+    # keys are equal bits, so the unstable first sort gives the same sequence
+    order = np.argsort(_ordered_bits(sub_v))
+    order = order[np.argsort(sub_g[order].astype(gdt), kind="stable")]
+    sv, sg = sub_v[order], sub_g  # the group ids of a sorted array are already in place
+    del order, sub_v
     soff = _segments(sg, n_groups)
     m_sub = np.diff(soff)
 
     # 3. radius: report-noisy-max of the consecutive-pair counts in a keyed random order
     bits = np.ascontiguousarray(sv).view(np.uint64)[:, None]
     keys = draws.keys("order")
-    h = row_hash(bits, keys)
-    # unstable: row_hash(·, 0) is a bijection of the bits, so equal hashes are equal values
+    # the occurrence index j of each copy among the group's identical values (hashed with it,
+    # else copies are neighbours in the order and the consecutive differences 0): the copies of
+    # a (group, bits) are one run of the (group, bits)-sorted values, so j is the position in
+    # its run (which copy gets which j does not matter: they are identical)
+    rep = (bits[1:, 0] == bits[:-1, 0]) & (sg[1:] == sg[:-1])
+    occ = _run_positions(rep) if rep.any() else None
+    h = row_hash(bits, keys, occ)
+    # sorted by (group, hash), ties (equal hashes of distinct (bits, j) in a group) by value
+    # bits, then j: a total order of the (group, bits, j), which are distinct
     ho = np.argsort(h)
     ho = ho[np.argsort(sg[ho].astype(gdt), kind="stable")]
-    # the occurrence index j of each copy among the group's identical values (hashed with it,
-    # else copies are neighbours in the order and the consecutive differences 0): equal
-    # (group, hash) are equal (group, bits), consecutive in the order above
-    rep = (sg[ho][1:] == sg[ho][:-1]) & (h[ho][1:] == h[ho][:-1])
-    if rep.any():
-        occ = _runs_to_occurrence(rep, ho, np.zeros(sv.size, dtype=np.int64))
-        h = row_hash(bits, keys, occ)
-        ho = _hash_order(h, [bits[:, 0], occ])[0]  # ties by value bits, then j: a total order
-        ho = ho[np.argsort(sg[ho].astype(gdt), kind="stable")]
+    if occ is not None:
+        ho = _break_hash_ties(ho, h, sg, bits[:, 0], occ)
     hv, hg = sv[ho], sg[ho]
     same = hg[1:] == hg[:-1]
     d = hv[1:][same] - hv[:-1][same]
