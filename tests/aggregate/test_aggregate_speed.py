@@ -75,3 +75,23 @@ def test_prepare_shares_the_group_array_of_finite_columns():
             key = cand.keys[0][k]
             want = df.loc[(df["k"] == key) & np.isfinite(df[col]), col].to_numpy()
             assert np.array_equal(np.sort(gv.values[gv.group == k]), np.sort(want))
+
+
+def test_group_hash_order_is_the_lexicographic_order():
+    """The packed np.sort (and its argsort fallback for many groups) gives exactly
+    ``np.lexsort((occ, bits, h, g))``, with ties of the truncated and of the full hash."""
+    import privagg.mechanisms.grouped_mean as gm
+
+    print(f"seed {SEED}")
+    rng = np.random.default_rng(SEED)
+    for n_groups, m in ((5, 3000), (1, 200), (2**40, 1000)):  # the last: too few hash bits left
+        g = np.sort(rng.integers(0, min(n_groups, 50), m))
+        # few distinct hashes, some equal in their top bits only, some fully equal
+        base = rng.integers(0, 2**64, 40, dtype=np.uint64)
+        h = base[rng.integers(0, 40, m)] ^ rng.integers(0, 4, m).astype(np.uint64)
+        bits = rng.integers(0, 3, m).astype(np.uint64)
+        occ = rng.integers(0, 3, m)
+        got = gm._group_hash_order(h, g, bits, occ, n_groups, np.int64)
+        want = np.lexsort((occ, bits, h, g))
+        key = np.stack([g, h.view(np.int64), bits.view(np.int64), occ])
+        assert np.array_equal(key[:, got], key[:, want])

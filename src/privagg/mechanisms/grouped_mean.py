@@ -483,16 +483,39 @@ def _run_positions(same: np.ndarray) -> np.ndarray:
     return idx
 
 
-def _break_hash_ties(ho: np.ndarray, h: np.ndarray, g: np.ndarray, bits: np.ndarray,
-                     occ: np.ndarray) -> np.ndarray:
-    """``ho`` (sorted by (group, hash)) with each run of equal (group, hash) sorted by
-    (bits, occ): the lexicographic order of (group, hash, bits, occ)."""
+def _group_hash_order(h: np.ndarray, g: np.ndarray, bits: np.ndarray, occ: np.ndarray | None,
+                      n_groups: int, gdt: Any) -> np.ndarray:
+    """The permutation sorting the items by (group, hash, bits, occ) (``occ`` None: all 0), a
+    total order of distinct (group, bits, occ). One ``np.sort`` of packed uint64 keys
+    ``group | top bits of the hash | index`` (much faster than an argsort), then the runs of
+    equal (group, top bits) — rare: equal truncated keyed hashes — sorted by the full key."""
+    m = h.size
+    gb = max(int(n_groups - 1).bit_length(), 1)
+    ib = max(int(m - 1).bit_length(), 1)
+    shift = gb + ib
+    if m == 0 or shift > 48:  # too few hash bits left: an argsort and a stable group sort
+        ho = np.argsort(h)
+        ho = ho[np.argsort(g[ho].astype(gdt), kind="stable")]
+        shift = 0
+    else:
+        key = h >> np.uint64(shift)
+        key <<= np.uint64(ib)
+        key |= np.arange(m, dtype=np.uint64)
+        key |= g.astype(np.uint64) << np.uint64(64 - gb)
+        key.sort()
+        key &= np.uint64((1 << ib) - 1)
+        ho = key.view(np.int64)
     hs, gs = h[ho], g[ho]
-    tie = (hs[1:] == hs[:-1]) & (gs[1:] == gs[:-1])
+    if shift:
+        top = hs >> np.uint64(shift)
+        tie = (top[1:] == top[:-1]) & (gs[1:] == gs[:-1])
+    else:
+        tie = (hs[1:] == hs[:-1]) & (gs[1:] == gs[:-1])
     if tie.any():
         pos = np.flatnonzero(np.concatenate([tie, [False]]) | np.concatenate([[False], tie]))
         rows = ho[pos]
-        ho[pos] = rows[np.lexsort([occ[rows], bits[rows], hs[pos], gs[pos]])]
+        occ_r = np.zeros(rows.size, dtype=np.int64) if occ is None else occ[rows]
+        ho[pos] = rows[np.lexsort([occ_r, bits[rows], hs[pos], gs[pos]])]
     return ho
 
 
@@ -625,10 +648,7 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws) -> 
     h = row_hash(bits, keys, occ)
     # sorted by (group, hash), ties (equal hashes of distinct (bits, j) in a group) by value
     # bits, then j: a total order of the (group, bits, j), which are distinct
-    ho = np.argsort(h)
-    ho = ho[np.argsort(sg[ho].astype(gdt), kind="stable")]
-    if occ is not None:
-        ho = _break_hash_ties(ho, h, sg, bits[:, 0], occ)
+    ho = _group_hash_order(h, sg, bits[:, 0], occ, n_groups, gdt)
     hv, hg = sv[ho], sg[ho]
     del ho, h, occ
     n_r = RADIUS_EXPONENTS.size
