@@ -474,6 +474,56 @@ def _ordered_bits(v: np.ndarray) -> np.ndarray:
     return mask
 
 
+def _from_ordered_bits(u: np.ndarray) -> np.ndarray:
+    """The float64 values of :func:`_ordered_bits` keys (its inverse), in place."""
+    mask = (u >> np.uint64(63)) ^ np.uint64(1)
+    mask *= np.uint64(0x7FFFFFFFFFFFFFFF)
+    mask |= np.uint64(0x8000000000000000)
+    u ^= mask
+    return u.view(np.float64)
+
+
+def _group_value_sort(v: np.ndarray, g: np.ndarray, n_groups: int, gdt: Any) -> np.ndarray:
+    """``v`` sorted by (group, :func:`_ordered_bits`) (``g`` the group of each item): one
+    ``np.sort`` of packed uint64 keys ``group | top bits of the value key | index`` (much faster
+    than an argsort), then the runs of equal (group, top bits) sorted by their low bits (one
+    more ``np.sort`` of ``run | low bits``). Exact: the same sequence as a lexicographic sort."""
+    m = v.size
+    u = _ordered_bits(v)
+    gb = max(int(n_groups - 1).bit_length(), 1)
+    ib = max(int(m - 1).bit_length(), 1)
+    shift = gb + ib
+    if m == 0 or shift + ib > 64:  # too many bits: an argsort and a stable group sort
+        order = np.argsort(u)
+        order = order[np.argsort(g[order].astype(gdt), kind="stable")]
+        return v[order]
+    key = u >> np.uint64(shift)
+    key <<= np.uint64(ib)
+    key |= np.arange(m, dtype=np.uint64)
+    key |= g.astype(np.uint64) << np.uint64(64 - gb)
+    key.sort()
+    top = key >> np.uint64(ib)  # group | top bits of u
+    key &= np.uint64((1 << ib) - 1)
+    us = u[key.view(np.int64)]
+    del key, u
+    tie = top[1:] == top[:-1]
+    del top
+    if tie.any():
+        first = np.concatenate([tie, [False]]) & ~np.concatenate([[False], tie])
+        pos = np.flatnonzero(np.concatenate([tie, [False]]) | np.concatenate([[False], tie]))
+        run = np.cumsum(first[pos], dtype=np.uint64)  # 1, 2, … per run (< 2^ib)
+        low_mask = np.uint64((1 << shift) - 1)
+        part = us[pos]
+        k2 = part & low_mask
+        k2 |= run << np.uint64(shift)
+        k2.sort()
+        k2 &= low_mask
+        part &= ~low_mask
+        part |= k2
+        us[pos] = part
+    return _from_ordered_bits(us)
+
+
 def _run_positions(same: np.ndarray) -> np.ndarray:
     """int64: each item's position in its run, the runs given by ``same[i] = (i+1 ≡ i)``."""
     idx = np.arange(same.size + 1, dtype=np.int64)
@@ -626,13 +676,10 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws) -> 
     sub_v, sub_g = x[take], grp[take]  # sub_g is sorted (take keeps the order)
     del take
     gdt = np.int16 if n_groups < 2**15 else np.int32 if n_groups < 2**31 else np.int64
-    # sorted by (group, value): a sort of the value bits in their total order (−0.0 before
-    # +0.0, which no later step tells apart), then a stable radix sort of the group id; equal
-    # keys are equal bits, so the unstable first sort gives the same sequence
-    order = np.argsort(_ordered_bits(sub_v))
-    order = order[np.argsort(sub_g[order].astype(gdt), kind="stable")]
-    sv, sg = sub_v[order], sub_g  # the group ids of a sorted array are already in place
-    del order, sub_v
+    # sorted by (group, value bits in their total order): −0.0 before +0.0, which no later
+    # step tells apart; the group ids of a group-sorted array are already in place
+    sv, sg = _group_value_sort(sub_v, sub_g, n_groups, gdt), sub_g
+    del sub_v
     soff = _segments(sg, n_groups)
     m_sub = np.diff(soff)
 
