@@ -50,7 +50,7 @@ import numpy as np
 
 from .._validate import fail, quiet_numerics
 from ..friendlycore.filter import keep_probabilities
-from ..friendlycore.radius import _MANTISSA, _SQRT2_F, grid_levels
+from ..friendlycore.radius import _MANTISSA, _SQRT2_F
 from ..noise.grid import GRID_BITS
 from ..noise.samplers import bernoulli_rational, discrete_laplace
 from .grouped import Contribution, GroupedValues, MetricResult
