@@ -103,12 +103,21 @@ class Candidates:
         """The candidates where ``keep`` (bool, (C,)) holds, renumbered 0 … G − 1 in the same order
         (numpy only: it cannot fail on data)."""
         keep = np.asarray(keep, dtype=bool)
-        new_id = np.cumsum(keep, dtype=np.int64) - 1
         g = int(keep.sum())
         values = {}
+        ids: dict[int, tuple[np.ndarray, np.ndarray | None]] = {}  # columns often share one group array
         for name, gv in self.values.items():
-            sel = keep[gv.group]
-            values[name] = GroupedValues(group=new_id[gv.group[sel]], values=gv.values[sel], n_groups=g)
+            key = id(gv.group)
+            if key not in ids:
+                # gv.group is sorted: the kept rows are whole segments, renumbered by a repeat
+                if g == keep.size:
+                    ids[key] = (gv.group, None)
+                else:
+                    sizes = np.diff(gv.offsets)
+                    ids[key] = (np.repeat(np.arange(g, dtype=np.int64), sizes[keep]), np.repeat(keep, sizes))
+            group, sel = ids[key]
+            values[name] = GroupedValues(group=group, values=gv.values if sel is None else gv.values[sel],
+                                         n_groups=g)
         return Candidates(keys=[k[keep] for k in self.keys], rows=self.rows[keep], units=self.units[keep],
                           values=values)
 
@@ -359,7 +368,10 @@ class GroupedTable:
                 col = col.astype(np.float64).filled(np.nan) if np.ma.isMaskedArray(col) else col
                 x = np.asarray(col, dtype=np.float64)
                 finite = np.isfinite(x)
-                values[c] = GroupedValues(group=group[finite], values=x[finite], n_groups=n_groups)
+                if finite.all():  # no copies (the columns share the group array)
+                    values[c] = GroupedValues(group=group, values=x, n_groups=n_groups)
+                else:
+                    values[c] = GroupedValues(group=group[finite], values=x[finite], n_groups=n_groups)
         return Candidates(keys=key_arrays, rows=n_rows, units=n_units, values=values)
 
     def _dense(self, result: dict[str, np.ndarray], name: str) -> np.ndarray:

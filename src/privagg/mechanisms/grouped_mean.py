@@ -50,7 +50,7 @@ import numpy as np
 
 from .._validate import fail, quiet_numerics
 from ..friendlycore.filter import keep_probabilities
-from ..friendlycore.radius import _MANTISSA, _SQRT2_F, grid_levels
+from ..friendlycore.radius import _MANTISSA, _SQRT2_F
 from ..noise.grid import GRID_BITS
 from ..noise.samplers import bernoulli_rational, discrete_laplace
 from .grouped import Contribution, GroupedValues, MetricResult
@@ -65,8 +65,6 @@ from .mean import (
     _float_down,
     _float_up,
     _frac,
-    _hash_order,
-    _runs_to_occurrence,
     mean_plan,
     noise_half_width,
     pair_factor,
@@ -333,6 +331,27 @@ def _two_sum_err(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return s, (a - (s - bb)) + (b - bb)
 
 
+def _threshold(a: np.ndarray, r: np.ndarray, *, up: bool, out: np.ndarray | None = None
+               ) -> np.ndarray:
+    """The search key of one end of ``[a − r, a + r]`` (:func:`friend_counts_1d`), in place:
+    ``t = fl(a ± r)`` and its exact error ``e`` (:func:`_two_sum_err`, with ``fl(−r − bb) =
+    −fl(r + bb)``); up: ``nextafter(t, +inf)`` where ``e >= 0``; down: where ``e > 0``."""
+    t = np.add(a, r, out=out) if up else np.subtract(a, r, out=out)
+    bb = t - a
+    err = t - bb
+    np.subtract(a, err, out=err)
+    if up:
+        np.subtract(r, bb, out=bb)
+    else:
+        np.add(r, bb, out=bb)
+        np.negative(bb, out=bb)
+    err += bb
+    mask = np.greater_equal(err, 0.0) if up else np.greater(err, 0.0)
+    del bb, err
+    np.copyto(t, np.nextafter(t, np.inf), where=mask)
+    return t
+
+
 def _complex_keys(seg: np.ndarray, values: np.ndarray) -> np.ndarray:
     """``seg + i·values`` as complex128, built part by part (``1j·v`` would turn ``0·inf`` into
     NaN): numpy orders complex numbers lexicographically (real part, then imaginary part), so a
@@ -358,14 +377,17 @@ def friend_counts_1d(sv: np.ndarray, seg: np.ndarray, start: np.ndarray, end: np
     the difference.
     """
     r = radius[seg]
-    tl, el = _two_sum_err(sv, -r)
-    tu, eu = _two_sum_err(sv, r)
-    np.copyto(tl, np.nextafter(tl, np.inf), where=el > 0)  # excluded: b < a − r
-    np.copyto(tu, np.nextafter(tu, np.inf), where=eu >= 0)  # counted: b <= a + r
+    # t_u = fl(a + r), e_u = (a + r) − t_u (TwoSum), counted: b <= a + r
+    t = _threshold(sv, r, up=True)
     keys = _complex_keys(seg, sv)
-    upto = np.searchsorted(keys, _complex_keys(seg, tu), side="left")
-    below = np.searchsorted(keys, _complex_keys(seg, tl), side="left")
-    return (upto - below).astype(np.int64)
+    q = keys.copy()
+    q.imag = t
+    upto = np.searchsorted(keys, q, side="left")
+    # t_l = fl(a − r), e_l = (a − r) − t_l, excluded: b < a − r
+    q.imag = _threshold(sv, r, up=False, out=t)
+    below = np.searchsorted(keys, q, side="left")
+    upto -= below
+    return upto.astype(np.int64, copy=False)
 
 
 def _sum_sensitivity(clip_r: np.ndarray, e_s: np.ndarray, e_g: np.ndarray) -> np.ndarray:
@@ -386,19 +408,24 @@ def _noisy_clipped_sums(dev: np.ndarray, grp: np.ndarray, off: np.ndarray, clip_
 
 def _noisy_range_sums(dev: np.ndarray, grp: np.ndarray, off: np.ndarray, r_lo: np.ndarray,
                       r_hi: np.ndarray, ok: np.ndarray, eps_sums: tuple, which: np.ndarray,
-                      draws: _Draws) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                      draws: _Draws, scratch: np.ndarray | None = None
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``Σ clip(x − ĉ, −R_lo, R_hi)`` per group released on the grid with discrete Laplace noise
     (``eps_sums[which_g]``-DP for group g, sensitivity ``R = max(R_lo, R_hi)``;
-    docs/proofs/aggregate_mean.md §7). ``dev = x − ĉ[group]`` (may be ±inf; overwritten).
-    Returns (released sums, integer sensitivities, term and release grid exponents)."""
+    docs/proofs/aggregate_mean.md §7). ``dev = x − ĉ[group]`` (may be ±inf; overwritten);
+    ``scratch``: a float64 buffer of its shape to overwrite (else one is allocated). Returns (released sums, integer sensitivities, term and release grid exponents)."""
     eps_f = np.array([_float_down(e) for e in eps_sums])[which]
     clip_r = np.maximum(r_lo, r_hi)
     e_s = np.frexp(clip_r)[1] - TERM_BITS  # R < 2^(e_s + TERM_BITS)
-    sizes = np.diff(off)  # grp is sorted: np.repeat(a, sizes) is a[grp], sequentially
-    np.minimum(dev, np.repeat(r_hi, sizes), out=dev)
-    np.maximum(dev, np.repeat(-r_lo, sizes), out=dev)
-    np.ldexp(dev, np.repeat(-e_s, sizes), out=dev)
-    s_terms = np.rint(dev, out=dev).astype(np.int64)
+    # per-row values a[grp] gathered into one reused buffer (grp is sorted: sequential reads)
+    buf = np.empty(dev.shape, dtype=np.float64) if scratch is None else scratch
+    np.minimum(dev, np.take(r_hi, grp, out=buf), out=dev)
+    np.maximum(dev, np.take(-r_lo, grp, out=buf), out=dev)
+    ibuf = buf.view(np.int64)
+    np.ldexp(dev, np.take((-e_s).astype(np.int64), grp, out=ibuf), out=dev)
+    np.rint(dev, out=dev)
+    s_terms = ibuf
+    np.copyto(s_terms, dev, casting="unsafe")  # = astype(int64): |term| <= 2^30
     s_h = _exact_group_sums(s_terms, off)  # units 2^e_s
     e_g = np.maximum(_grid_exponent(np.minimum(clip_r * _SAFETY / eps_f,
                                                clip_r * _SAFETY)), e_s)
@@ -420,21 +447,147 @@ def side_penalty(eps_quantile: Fraction) -> int:
 
 def _row_bins(dev: np.ndarray, inv_upper: np.ndarray, top_level: int) -> np.ndarray:
     """``clip(grid_levels(fl(|dev|·inv_upper)²), L − 1, top + 1) − (L − 1)`` (``L``:
-    ``_LEVEL_LOW``), int64, with few temporaries (bit for bit :func:`grid_levels`)."""
-    u = np.abs(dev)
-    u *= inv_upper
+    ``_LEVEL_LOW``), int64, in ``inv_upper``'s memory (overwritten; float64 of ``dev``'s
+    shape), bit for bit :func:`grid_levels`."""
+    u = np.multiply(dev, inv_upper, out=inv_upper)  # = ±fl(|dev|·inv_upper), squared next
     u *= u
-    np.abs(u, out=u)
     t = u.view(np.int64)
+    t -= 1
+    high = (t & _MANTISSA) >= _SQRT2_F
+    t >>= 52
+    t *= 2
+    t -= 2045
+    t += high
+    del high
+    np.clip(t, _LEVEL_LOW - 1, top_level + 1, out=t)
+    t -= _LEVEL_LOW - 1
+    return t
+
+
+def _ordered_bits(v: np.ndarray) -> np.ndarray:
+    """uint64 keys of float64 values in their total order (IEEE totalOrder for non-NaN:
+    −0.0 before +0.0): the sign bit set for positives, every bit flipped for negatives."""
+    b = np.ascontiguousarray(v).view(np.uint64)
+    mask = (b >> np.uint64(63)) * np.uint64(0x7FFFFFFFFFFFFFFF)
+    mask |= np.uint64(0x8000000000000000)
+    mask ^= b
+    return mask
+
+
+def _from_ordered_bits(u: np.ndarray) -> np.ndarray:
+    """The float64 values of :func:`_ordered_bits` keys (its inverse), in place."""
+    mask = (u >> np.uint64(63)) ^ np.uint64(1)
+    mask *= np.uint64(0x7FFFFFFFFFFFFFFF)
+    mask |= np.uint64(0x8000000000000000)
+    u ^= mask
+    return u.view(np.float64)
+
+
+def _group_value_sort(v: np.ndarray, g: np.ndarray, n_groups: int, gdt: Any) -> np.ndarray:
+    """``v`` sorted by (group, :func:`_ordered_bits`) (``g`` the group of each item): one
+    ``np.sort`` of packed uint64 keys ``group | top bits of the value key | index`` (much faster
+    than an argsort), then the runs of equal (group, top bits) sorted by their low bits (one
+    more ``np.sort`` of ``run | low bits``). Exact: the same sequence as a lexicographic sort."""
+    m = v.size
+    u = _ordered_bits(v)
+    gb = max(int(n_groups - 1).bit_length(), 1)
+    ib = max(int(m - 1).bit_length(), 1)
+    shift = gb + ib
+    if m == 0 or shift + ib > 64:  # too many bits: an argsort and a stable group sort
+        order = np.argsort(u)
+        order = order[np.argsort(g[order].astype(gdt), kind="stable")]
+        return v[order]
+    key = u >> np.uint64(shift)
+    key <<= np.uint64(ib)
+    key |= np.arange(m, dtype=np.uint64)
+    key |= g.astype(np.uint64) << np.uint64(64 - gb)
+    key.sort()
+    top = key >> np.uint64(ib)  # group | top bits of u
+    key &= np.uint64((1 << ib) - 1)
+    us = u[key.view(np.int64)]
+    del key, u
+    tie = top[1:] == top[:-1]
+    del top
+    if tie.any():
+        first = np.concatenate([tie, [False]]) & ~np.concatenate([[False], tie])
+        pos = np.flatnonzero(np.concatenate([tie, [False]]) | np.concatenate([[False], tie]))
+        run = np.cumsum(first[pos], dtype=np.uint64)  # 1, 2, … per run (< 2^ib)
+        low_mask = np.uint64((1 << shift) - 1)
+        part = us[pos]
+        k2 = part & low_mask
+        k2 |= run << np.uint64(shift)
+        k2.sort()
+        k2 &= low_mask
+        part &= ~low_mask
+        part |= k2
+        us[pos] = part
+    return _from_ordered_bits(us)
+
+
+def _run_positions(same: np.ndarray) -> np.ndarray:
+    """int64: each item's position in its run, the runs given by ``same[i] = (i+1 ≡ i)``."""
+    idx = np.arange(same.size + 1, dtype=np.int64)
+    start = np.where(np.concatenate([[True], ~same]), idx, 0)
+    np.maximum.accumulate(start, out=start)
+    idx -= start
+    return idx
+
+
+def _group_hash_order(h: np.ndarray, g: np.ndarray, bits: np.ndarray, occ: np.ndarray | None,
+                      n_groups: int, gdt: Any) -> np.ndarray:
+    """The permutation sorting the items by (group, hash, bits, occ) (``occ`` None: all 0), a
+    total order of distinct (group, bits, occ). One ``np.sort`` of packed uint64 keys
+    ``group | top bits of the hash | index`` (much faster than an argsort), then the runs of
+    equal (group, top bits) — rare: equal truncated keyed hashes — sorted by the full key."""
+    m = h.size
+    gb = max(int(n_groups - 1).bit_length(), 1)
+    ib = max(int(m - 1).bit_length(), 1)
+    shift = gb + ib
+    if m == 0 or shift > 48:  # too few hash bits left: an argsort and a stable group sort
+        ho = np.argsort(h)
+        ho = ho[np.argsort(g[ho].astype(gdt), kind="stable")]
+        shift = 0
+    else:
+        key = h >> np.uint64(shift)
+        key <<= np.uint64(ib)
+        key |= np.arange(m, dtype=np.uint64)
+        key |= g.astype(np.uint64) << np.uint64(64 - gb)
+        key.sort()
+        key &= np.uint64((1 << ib) - 1)
+        ho = key.view(np.int64)
+    hs, gs = h[ho], g[ho]
+    if shift:
+        top = hs >> np.uint64(shift)
+        tie = (top[1:] == top[:-1]) & (gs[1:] == gs[:-1])
+    else:
+        tie = (hs[1:] == hs[:-1]) & (gs[1:] == gs[:-1])
+    if tie.any():
+        pos = np.flatnonzero(np.concatenate([tie, [False]]) | np.concatenate([[False], tie]))
+        rows = ho[pos]
+        occ_r = np.zeros(rows.size, dtype=np.int64) if occ is None else occ[rows]
+        ho[pos] = rows[np.lexsort([occ_r, bits[rows], hs[pos], gs[pos]])]
+    return ho
+
+
+def _pair_bin_counts(hv: np.ndarray, hg: np.ndarray, n_groups: int, n_r: int) -> np.ndarray:
+    """``bincount(g·(n_r + 1) + b)`` over the consecutive pairs of one group in the order
+    ``hv`` (groups ``hg``, contiguous): ``b = clip(grid_levels(d²) − j_0, 0, n_r)``, the least
+    ``j`` with ``|d| <= r_j`` (``n_r`` beyond), ``d`` the pair's difference (finite values, so
+    ``d²`` is never NaN), computed in place (bit for bit :func:`grid_levels`)."""
+    same = hg[1:] == hg[:-1]
+    d = hv[1:] - hv[:-1]
+    d *= d  # >= +0.0
+    t = d.view(np.int64)
     t -= 1
     level = t >> 52
     level *= 2
-    level -= 2045
+    level -= 2045 + int(RADIUS_EXPONENTS[0])
     t &= _MANTISSA
     level += t >= _SQRT2_F
-    np.clip(level, _LEVEL_LOW - 1, top_level + 1, out=level)
-    level -= _LEVEL_LOW - 1
-    return level
+    del d, t
+    np.clip(level, 0, n_r, out=level)
+    level += hg[1:] * (n_r + 1)
+    return np.bincount(level[same], minlength=n_groups * (n_r + 1))
 
 
 def _segments(sorted_group: np.ndarray, n_groups: int) -> np.ndarray:
@@ -444,9 +597,11 @@ def _segments(sorted_group: np.ndarray, n_groups: int) -> np.ndarray:
 def _exact_group_sums(terms: np.ndarray, off: np.ndarray) -> np.ndarray:
     """``Σ terms`` per segment, exact (int64 terms; a wrapping cumsum's differences are exact
     modulo 2⁶⁴, hence exact when each segment's sum fits int64)."""
-    ext = np.concatenate([terms.astype(np.int64, copy=False), np.zeros(1, np.int64)])
-    sums = np.add.reduceat(ext, off[:-1])  # wraps modulo 2⁶⁴ like the cumsum it replaces
-    sums[off[1:] == off[:-1]] = 0  # reduceat gives the next element for an empty segment
+    terms = terms.astype(np.int64, copy=False)
+    sums = np.zeros(off.size - 1, dtype=np.int64)
+    full = np.flatnonzero(off[1:] > off[:-1])
+    if full.size:  # reduceat over the non-empty segments only: strictly increasing starts < n
+        sums[full] = np.add.reduceat(terms, off[:-1][full])  # wraps modulo 2⁶⁴
     return sums
 
 
@@ -517,39 +672,35 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws) -> 
 
     # 2. Poisson subsample of public rate min(1, m_locate / n̂)
     rate = np.where(live, np.minimum(1.0, m_loc / n_pos), 0.0)
-    take = draws.uniform("subsample", grp) < rate[grp]
-    sub_v, sub_g = x[take], grp[take]
-    # unstable: equal values are equal bits, but for ±0.0, which no later step tells apart
-    order = np.argsort(sub_v)
+    take = draws.uniform("subsample", grp) < np.repeat(rate, sizes)  # = rate[grp] (grp sorted)
+    sub_v, sub_g = x[take], grp[take]  # sub_g is sorted (take keeps the order)
+    del take
     gdt = np.int16 if n_groups < 2**15 else np.int32 if n_groups < 2**31 else np.int64
-    order = order[np.argsort(sub_g[order].astype(gdt), kind="stable")]  # radix for int16
-    sv, sg = sub_v[order], sub_g[order]  # sorted by (group, value)
+    # sorted by (group, value bits in their total order): −0.0 before +0.0, which no later
+    # step tells apart; the group ids of a group-sorted array are already in place
+    sv, sg = _group_value_sort(sub_v, sub_g, n_groups, gdt), sub_g
+    del sub_v
     soff = _segments(sg, n_groups)
     m_sub = np.diff(soff)
 
     # 3. radius: report-noisy-max of the consecutive-pair counts in a keyed random order
     bits = np.ascontiguousarray(sv).view(np.uint64)[:, None]
     keys = draws.keys("order")
-    h = row_hash(bits, keys)
-    # unstable: row_hash(·, 0) is a bijection of the bits, so equal hashes are equal values
-    ho = np.argsort(h)
-    ho = ho[np.argsort(sg[ho].astype(gdt), kind="stable")]
     # the occurrence index j of each copy among the group's identical values (hashed with it,
-    # else copies are neighbours in the order and the consecutive differences 0): equal
-    # (group, hash) are equal (group, bits), consecutive in the order above
-    rep = (sg[ho][1:] == sg[ho][:-1]) & (h[ho][1:] == h[ho][:-1])
-    if rep.any():
-        occ = _runs_to_occurrence(rep, ho, np.zeros(sv.size, dtype=np.int64))
-        h = row_hash(bits, keys, occ)
-        ho = _hash_order(h, [bits[:, 0], occ])[0]  # ties by value bits, then j: a total order
-        ho = ho[np.argsort(sg[ho].astype(gdt), kind="stable")]
+    # else copies are neighbours in the order and the consecutive differences 0): the copies of
+    # a (group, bits) are one run of the (group, bits)-sorted values, so j is the position in
+    # its run (which copy gets which j does not matter: they are identical)
+    rep = (bits[1:, 0] == bits[:-1, 0]) & (sg[1:] == sg[:-1])
+    occ = _run_positions(rep) if rep.any() else None
+    h = row_hash(bits, keys, occ)
+    # sorted by (group, hash), ties (equal hashes of distinct (bits, j) in a group) by value
+    # bits, then j: a total order of the (group, bits, j), which are distinct
+    ho = _group_hash_order(h, sg, bits[:, 0], occ, n_groups, gdt)
     hv, hg = sv[ho], sg[ho]
-    same = hg[1:] == hg[:-1]
-    d = hv[1:][same] - hv[:-1][same]
-    lv = grid_levels(np.nan_to_num(d * d, nan=np.inf))
+    del ho, h, occ
     n_r = RADIUS_EXPONENTS.size
-    b = np.clip(lv - RADIUS_EXPONENTS[0], 0, n_r)  # least j with |d| <= r_j, or n_r beyond
-    counts = np.bincount(hg[1:][same] * (n_r + 1) + b, minlength=n_groups * (n_r + 1))
+    counts = _pair_bin_counts(hv, hg, n_groups, n_r)
+    del hv, hg
     counts = np.cumsum(counts.reshape(n_groups, n_r + 1), axis=1)[:, :n_r]
     # the utility's target ⌊(m_pub − 1)/2⌋ from a public lower bound on the rows taken: with
     # m_pub above the true count the plateau of too-large radii comes closer to the target
@@ -609,14 +760,16 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws) -> 
     top_level = 4 * int(a_top.max(initial=0))
     width = 2 * a_top + QUANTILE_GRID + 1  # edges per group: U·2^{k/2}, k = 2A … 1; U·2^{−j/4}
     j_max = int(width.max(initial=1))
-    dev = x - np.repeat(center, sizes)  # may be ±inf for far rows: clipped below, top bin here
+    dev = np.take(center, grp)
+    np.subtract(x, dev, out=dev)  # x − ĉ[g]; may be ±inf for far rows: clipped below, top bin here
     nb = top_level - _LEVEL_LOW + 3
     # bin index (2g + side)·nb + lb, lb the clipped grid level (:func:`grid_levels`, in place)
     # of fl(u)², u = |dev|/U: level <= k iff fl(u)² <= 2^{k/2}, i.e. about u <= 2^{k/4};
     # side 0: x >= ĉ (the upper side), 1: x < ĉ
-    hidx = _row_bins(dev, np.repeat(1.0 / upper, sizes), top_level)
-    hidx += (dev < 0) * nb
-    hidx += np.repeat(np.arange(n_groups, dtype=np.int64) * (2 * nb), sizes)
+    scratch = np.take(1.0 / upper, grp)
+    hidx = _row_bins(dev, scratch, top_level)  # in scratch's memory
+    np.add(hidx, nb, out=hidx, where=dev < 0)
+    hidx += grp * (2 * nb)
     hist = np.bincount(hidx, minlength=2 * n_groups * nb)
     hist = hist.reshape(n_groups, 2, nb)
     suffix = np.cumsum(hist[:, :, ::-1], axis=2)[:, :, ::-1]  # suffix[g, s, i] = #{bin >= i}
@@ -639,7 +792,8 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws) -> 
 
     eps_sums = tuple(p.eps_sum for p in plans)
     total, sens_sg, e_s, e_g = _noisy_range_sums(dev, grp, off, r_lo, r_hi, ok, eps_sums, which,
-                                                 draws)
+                                                 draws, scratch=hidx.view(np.float64))
+    del dev, hidx, scratch
     clip_r = np.maximum(r_lo, r_hi)
     g_s = np.ldexp(1.0, e_g)
     mean = _finite(center + total / n_pos)
