@@ -5,7 +5,8 @@
   scikit-learn (a different BLAS or scikit-learn may round the coreset's k-means++ differently:
   re-record then, from 4bd1e9f). The cases cover the coreset strategy unprojected (d <= D_CORE,
   with and without far rows), projected (d > D_CORE: the anchor's column bins) and the aggregate
-  strategy (``_nearest`` in its Lloyd steps).
+  strategy (``_nearest`` in its Lloyd steps). The projected case is recorded on 4bd1e9f plus the
+  anchor's privacy fix (commit 1104b5c), which changed that release on purpose.
 * The fast helpers equal the plain definitions they replace, including rows without a cell,
   a forced hash collision and the int64 flush of the cluster sums.
 * Regression: the coreset histogram sorts only the distinct cells lexicographically, not the n
@@ -44,8 +45,10 @@ PINNED = [
      (-21.222199319012233, 3.3171322022625924)),
     ("coreset-far", 5, 3, 5_000, {}, "e94dbd9c3569408449f05d3ed0599dcbbbb2f6b3da27af5f7c01158fb2b8b98c",
      (-21.480621002134868, -18.077697252127606)),
-    ("projected", 6, 30, 20_000, {}, "07cfb448b5200922c9e50e204cb11a5e7fb85f3c0a3d8d67f3f69c077092fe04",
-     (-9.369670826647631, 7.464705463142701)),
+    # projected: recorded on 4bd1e9f + the anchor fix (1104b5c; 4bd1e9f's anchor could pick an
+    # unreleased bin, test_fc_kmeans_anchor.py), the release of the code before the speed-up
+    ("projected", 6, 30, 20_000, {}, "0947d42d67a9e37f24edb348980956479bfd217d75ae70588b95f4c855e9ea98",
+     (-9.369670966031325, 7.464705266765013)),
     ("aggregate", 3, 3, 12_000, {"strategy": "aggregate"},
      "cde33d1ac57a8dc09a2e25c16333262dc2275c2264d5684da4926ac47b59e63e",
      (-5.934934966578171, -12.199888256916006)),
