@@ -662,6 +662,8 @@ def aggregate(
                     csv=csv) as tab:
         secrets = (draw_secret(gen), draw_secret(gen)) if units is not None else (0, 0)
         cand = tab.prepare(domain=dom, max_groups=l0, max_rows=linf, secrets=secrets)
+    if not secure:  # seeded: the same release for the same seed, whatever order the engine's rows came in
+        cand = cand.canonical()
     total_eps = builtins.sum((e for e, _ in split.values()), Fraction(0))
     total_dlt = builtins.sum((d for _, d in split.values()), Fraction(0))
     loss = PrivacyLoss.approx(total_eps, total_dlt) if total_dlt > 0 else PrivacyLoss.pure(total_eps)
