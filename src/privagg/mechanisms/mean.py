@@ -677,7 +677,7 @@ def private_mean(
     refinement steps and with a privately chosen clipping radius (module docstring).
 
     Small samples (``radius=None``, d <= 5, released ``n̂·ε/d < 2500`` and, at d >= 3,
-    ``n̂·ε/d >= 150``; also on Spark): the
+    ``150 <= n̂·ε/d < 1500``; also on Spark): the
     coordinate plan instead (:mod:`privagg.mechanisms.mean_small`, docs/proofs/mean.md §11;
     ``clip_rule == "coordinate"``): per coordinate a private spread, a private cell holding the
     median, and a clipped sum (pure ε-DP); ⊥ below ``n̂ < 20·d/ε``; when the data sit too far
