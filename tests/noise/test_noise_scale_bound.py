@@ -28,9 +28,12 @@ N = 4000
                                    Fraction(10**30 + 1, 7), Fraction(10**400)])
 @pytest.mark.parametrize("n", [0, 1, 5, 100_000])  # lazy tables (n < 1024) and whole tables
 def test_scale_above_bound_raises(scale, n):
-    assert samplers.MAX_NOISE_SCALE == BOUND
     with pytest.raises(ParameterError, match="scale"):
         discrete_laplace(scale, size=n, rng=1)
+
+
+def test_bound_is_public():
+    assert samplers.MAX_NOISE_SCALE == BOUND
 
 
 def _sign_symmetry_ok(z: np.ndarray) -> bool:

@@ -343,6 +343,12 @@ def discrete_laplace(scale: Any, size: Any = None, *, rng: Any = None) -> np.nda
     draws at a new scale only the table entries the draws reach are certified (about
     0.2 ms per new scale instead of about 7 ms, benchmarks/noise.py; same outputs).
 
+    Raises
+    ------
+    ParameterError
+        If ``scale`` is not a finite number > 0, or exceeds :data:`MAX_NOISE_SCALE` (``2^50``;
+        larger scales would overflow int64, docs/proofs/noise.md §7.3), for any ``size``.
+
     Examples
     --------
     >>> discrete_laplace(2, size=3, rng=1).dtype
