@@ -49,7 +49,7 @@ _INT64_MAX = np.iinfo(np.int64).max
 #: At ``t <= 2^50``: ``P[|Z| >= 2^62] = 2q^{2^62}/(1+q) <= 2e^{−2^12}`` (``q = e^{−1/t}``),
 #: and a geometric draw reaches ``2^63`` with probability ``<= e^{−2^13}``; so a released
 #: count ``c + Z`` with ``|c| < 2^62`` fits int64 except with probability below 10^−1700.
-#: (Draws are also saturated at ``2^63 − 1`` instead of wrapping, docs/proofs/noise.md §8.)
+#: (Draws are also saturated at ``2^63 − 1`` instead of wrapping, docs/proofs/noise.md §7.3.)
 #: Above ~2^63 the int64 result used to wrap silently (4bd1e9f).
 MAX_NOISE_SCALE = Fraction(2**50)
 
