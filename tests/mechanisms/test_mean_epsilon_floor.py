@@ -16,7 +16,6 @@ import pytest
 
 import privagg
 from privagg.accounting import Ledger
-from privagg.mechanisms.mean import EPS_FLOOR
 
 PTS = np.random.default_rng(3).normal(size=(60, 2))
 DF = pd.DataFrame({"k": ["a"] * 50, "x": np.linspace(0.0, 1.0, 50)})
@@ -31,6 +30,8 @@ CASES = {
 
 
 def test_floor_value():
+    from privagg.mechanisms.mean import EPS_FLOOR
+
     assert EPS_FLOOR == 2**-40 and 40 / EPS_FLOOR <= 2**50
 
 
