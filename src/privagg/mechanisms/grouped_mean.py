@@ -205,7 +205,7 @@ def friendly_means_plan(epsilon: Any, delta: Any, contribution: Contribution = C
                         *, where: str = "friendly_means") -> FriendlyMeansPlan:
     """Validate the public parameters and compute the plan of :func:`friendly_means`.
 
-    Raises ParameterError (public inputs only) for ε below 2⁻¹⁰⁰ after the division by ``N``,
+    Raises ParameterError (public inputs only) for ε below 2⁻⁴⁰ after the division by ``N``,
     δ = 0 or a per-group δ below 2⁻⁹⁰⁰, or a bad ``contribution``: call it before charging a
     ledger; :func:`friendly_means` then cannot fail.
     """

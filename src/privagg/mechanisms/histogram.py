@@ -43,7 +43,7 @@ from ..errors import ParameterError
 from ..noise.distributions import DiscreteGaussian, DiscreteLaplace
 from ..noise.rational import to_fraction
 from ..noise.rng import resolve_rng
-from ..noise.samplers import discrete_gaussian, discrete_laplace
+from ..noise.samplers import check_noise_scale, discrete_gaussian, discrete_laplace
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
@@ -176,6 +176,14 @@ def _split_scales(epsilon: Any, share: Fraction, where: str) -> tuple[Fraction, 
     t_c = to_fraction(1 / eps_c, where=where, name="epsilon", direction="up")
     t_n = to_fraction(1 / eps_n, where=where, name="epsilon", direction="up")
     return t_c, t_n
+
+
+def _check_scales(where: str, epsilon: Any, *scales: Fraction | None) -> None:
+    """ParameterError (before any charge) if a discrete Laplace scale exceeds
+    :data:`~privagg.noise.samplers.MAX_NOISE_SCALE` (2^50): ε too small for int64 noise."""
+    for t in scales:
+        if t is not None:
+            check_noise_scale(where, "epsilon", t, epsilon)
 
 
 def _charged_delta(delta: float) -> Fraction:
@@ -403,9 +411,13 @@ class LaplaceHistogramParams:
                                 name="epsilon", direction="up")
             return cls(eps, neighbors, int(bins), sigma, l0, linf, "gaussian", sigma2, rho, eps_exact, dlt)
         if bounds is None:
-            return cls(eps, neighbors, int(bins), noise_scale(epsilon, neighbors, where=where))
+            scale = noise_scale(epsilon, neighbors, where=where)
+            _check_scales(where, epsilon, scale)
+            return cls(eps, neighbors, int(bins), scale)
         l0, linf = bounds
-        return cls(eps, neighbors, int(bins), _scale_cached(epsilon, neighbors, where, l0 * linf), l0, linf)
+        scale = _scale_cached(epsilon, neighbors, where, l0 * linf)
+        _check_scales(where, epsilon, scale)
+        return cls(eps, neighbors, int(bins), scale, l0, linf)
 
     @property
     def law(self) -> NoiseLaw:
@@ -549,6 +561,8 @@ class StableHistogramParams:
         else:
             scale, total_scale = _split_scales(epsilon, share, where)
         l0, linf = bounds if bounds is not None else (1, 1)
+        _check_scales(where, epsilon, None if noise == "gaussian" else scale * (l0 * linf),
+                      None if total_scale is None else total_scale * (l0 * linf))
         if noise == "gaussian":  # §11: ε_c and δ/2 for the Gaussian counts, δ/2 for the threshold
             return cls._gaussian(eps, dlt, where, 1 / scale, None if total_scale is None else total_scale * (l0 * linf),
                                  float(share), l0, linf)
@@ -721,6 +735,7 @@ def auto_l0_split(epsilon: Any, neighbors: str, where: str = "laplace_histogram"
     eps_rest = to_fraction(eps - eps_q, where=where, direction="down", name="epsilon")
     sens = _SENSITIVITY[neighbors]
     t_q = to_fraction(Fraction(sens) / eps_q, where=where, name="epsilon", direction="up")
+    _check_scales(where, epsilon, t_q)
     return Fraction(sens) / t_q, t_q, eps_rest
 
 
@@ -1684,6 +1699,7 @@ def _optimal_from_counts(where: str, bc: KeyCounts, uc: KeyCounts, params: Stabl
 
     l0 = params.max_keys_per_unit
     eps_sel, delta_sel = _optimal_budget(where, params, l0)
+    _check_scales(where, params.epsilon, 2 * params.scale)  # the counts' scale here, before the charge
     counts = _aligned_counts(bc, uc)
     if ledger is not None:  # the parameters actually used (no threshold)
         ledger.charge(params.privacy_loss, mechanism=where, parameters={

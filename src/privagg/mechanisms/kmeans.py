@@ -610,7 +610,7 @@ def private_kmeans(
     k : int
         Number of centers, 1 to 1000.
     epsilon : float
-        ε in [2⁻¹⁰⁰, ∞) (end to end, add/remove one row). The aggregation uses at most ε₁ = 64 per tuple
+        ε in [2⁻⁴⁰, ∞) (end to end, add/remove one row; smaller: ParameterError before any charge). The aggregation uses at most ε₁ = 64 per tuple
         (:data:`~privagg.mechanisms.mean.FRIENDLY_EPS_MAX`); beyond, the rest is unspent and
         the reported guarantee is below ε.
     delta : float

@@ -225,12 +225,18 @@ def rho_for(epsilon: Any, delta: Any) -> Fraction:
     return lo
 
 
+#: Smallest ε accepted by private_mean and private_kmeans (:func:`check_epsilon_floor`): at
+#: ε >= 2⁻⁴⁰ the count's discrete Laplace scale 40/ε stays below ``MAX_NOISE_SCALE = 2^50``
+#: (docs/proofs/noise.md §7.3); at 4bd1e9f ε down to 2⁻¹⁰⁰ was accepted and the noise could wrap.
+EPS_FLOOR = Fraction(2) ** -40
+
+
 def check_epsilon_floor(where: str, epsilon: Any) -> Fraction:
-    """ε as validated by :func:`~privagg._validate.check_epsilon`, and at least 2⁻¹⁰⁰ ≈ 7.9e-31
-    (:data:`EPS_MIN`): below it the count noise has scale > 10³⁰ (every release is ⊥ with
-    overwhelming probability) and the exact samplers' fixed-precision intervals fail."""
-    if check_epsilon(where, epsilon) < 2.0**-100:
-        raise fail(where, "epsilon", "a finite number >= 2**-100", epsilon)
+    """ε as validated by :func:`~privagg._validate.check_epsilon`, and at least 2⁻⁴⁰ ≈ 9.1e-13
+    (:data:`EPS_FLOOR`): below it the count noise (scale 40/ε) would exceed the int64 samplers'
+    bound ``MAX_NOISE_SCALE = 2^50`` (and every release is ⊥ with overwhelming probability)."""
+    if check_epsilon(where, epsilon) < 2.0**-40:
+        raise fail(where, "epsilon", "a finite number >= 2**-40", epsilon)
     return _frac(epsilon)
 
 
@@ -695,7 +701,7 @@ def private_mean(
         (:mod:`privagg.engines.spark_points`; with ``units`` a unit column's name, one vector
         per unit is computed in Spark first: :mod:`privagg.engines.spark_units`).
     epsilon : float
-        ε in [2⁻¹⁰⁰, ∞) (end to end; below 2⁻¹⁰⁰ ≈ 7.9e-31: ParameterError). Any larger ε works; one FriendlyCore step uses at most ε' = 64
+        ε in [2⁻⁴⁰, ∞) (end to end; below 2⁻⁴⁰ ≈ 9.1e-13: ParameterError, before any charge). Any larger ε works; one FriendlyCore step uses at most ε' = 64
         (:data:`FRIENDLY_EPS_MAX`), the sums get the rest.
     delta : float
         δ in [2⁻⁹⁰⁰, 1) (end to end; also needed by ``"laplace"``: the core-size bound fails with

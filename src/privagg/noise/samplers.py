@@ -32,15 +32,47 @@ from .rational import to_fraction
 from .rng import resolve_rng
 
 __all__ = [
+    "MAX_NOISE_SCALE",
     "bernoulli_exp",
     "bernoulli_fraction",
     "bernoulli_rational",
+    "check_noise_scale",
     "discrete_gaussian",
     "discrete_laplace",
     "geometric",
 ]
 
 _INT64_MAX = np.iinfo(np.int64).max
+
+#: Largest discrete Laplace scale ``t`` (and largest ``1/γ`` of a geometric law) the int64
+#: samplers accept; larger ones raise ParameterError (a property of the public parameter).
+#: At ``t <= 2^50``: ``P[|Z| >= 2^62] = 2q^{2^62}/(1+q) <= 2e^{−2^12}`` (``q = e^{−1/t}``),
+#: and a geometric draw reaches ``2^63`` with probability ``<= e^{−2^13}``; so a released
+#: count ``c + Z`` with ``|c| < 2^62`` fits int64 except with probability below 10^−1700.
+#: (Draws are also saturated at ``2^63 − 1`` instead of wrapping, docs/proofs/noise.md §7.3.)
+#: Above ~2^63 the int64 result used to wrap silently (4bd1e9f).
+MAX_NOISE_SCALE = Fraction(2**50)
+
+
+def _approx(t: Fraction) -> Any:
+    """A short public rendering of a (possibly enormous) positive rational, for messages."""
+    if t < 2**1000:
+        return float(t)
+    return f"about 2**{t.numerator.bit_length() - t.denominator.bit_length()}"
+
+
+def check_noise_scale(where: str, name: str, scale: Any, value: Any = None) -> Fraction:
+    """``scale`` as an exact Fraction, or ParameterError if it exceeds :data:`MAX_NOISE_SCALE`.
+
+    For the parameter checks of mechanisms (run before the ledger is charged): ``name`` and
+    ``value`` (default: ``scale``) name the public parameter the message reports.
+    """
+    t = Fraction(scale)
+    if t > MAX_NOISE_SCALE:
+        shown = _approx(t) if value is None else value
+        raise fail(where, name, f"a value whose noise scale is <= 2**50 (scale {_approx(t)})",
+                   shown)
+    return t
 
 #: A table of ``m`` entries is certified whole when ``LAZY_RATIO · n >= m`` for ``n`` draws,
 #: else entry by entry as the draws reach it (:class:`~._tables.LazyTable`; same output, same
@@ -225,7 +257,14 @@ def _bern_exp_scalar_le1(num: int, den: int, gen: np.random.Generator) -> bool:
 
 # ----------------------------------------------------------------------------- geometric
 def _geometric_flat(gamma: Fraction, n: int, gen: np.random.Generator) -> np.ndarray:
-    """``n`` exact draws of ``Geom(γ)``: ``P[G = k] = (1 − e^{−γ}) e^{−γk}``."""
+    """``n`` exact draws of ``Geom(γ)``: ``P[G = k] = (1 − e^{−γ}) e^{−γk}``.
+
+    ``γ >= 1/MAX_NOISE_SCALE`` (else ParameterError). A draw is saturated at ``2^63 − 1``
+    instead of wrapping (probability ``<= e^{−2^13}``, see :data:`MAX_NOISE_SCALE`).
+    """
+    if gamma * MAX_NOISE_SCALE < 1:
+        raise fail("geometric", "gamma", "a rational >= 2**-50 (noise scale 1/gamma <= 2**50)",
+                   _approx(gamma) if gamma > 0 else gamma)
     truncated, size, sub = geometric_shape(gamma)
     table = _pick_table(
         geometric_lazy, lambda g: geometric_plan(g)[0], gamma, n, size
@@ -233,7 +272,8 @@ def _geometric_flat(gamma: Fraction, n: int, gen: np.random.Generator) -> np.nda
     if truncated:
         assert sub is not None
         b = invert(table, random_words(gen, n), gen)
-        return _geometric_flat(sub, n, gen) * (size + 1) + b
+        a = np.minimum(_geometric_flat(sub, n, gen), (_INT64_MAX - size) // (size + 1))
+        return a * (size + 1) + b  # <= 2^63 − 1: saturated, never wrapped
     out = invert(table, random_words(gen, n), gen)
     pending = np.flatnonzero(out == size)  # G >= size: add a fresh Geom(γ) (memoryless)
     while pending.size:
@@ -258,6 +298,10 @@ def geometric(gamma: Any, size: Any = None, *, rng: Any = None) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- Laplace
 def _laplace_flat(scale: Fraction, n: int, gen: np.random.Generator) -> np.ndarray:
+    """``n`` exact draws of ``DL(t)``; ParameterError if ``t > MAX_NOISE_SCALE`` (any ``n``)."""
+    if scale > MAX_NOISE_SCALE:
+        raise fail("discrete_laplace", "scale", "a number <= 2**50 (MAX_NOISE_SCALE)",
+                   _approx(scale))
     half = laplace_half(scale)
     if half == 0:  # very wide law: Z = G1 − G2 with G_i ~ Geom(1/t)
         g = _geometric_flat(1 / scale, 2 * n, gen)
@@ -268,7 +312,8 @@ def _laplace_flat(scale: Fraction, n: int, gen: np.random.Generator) -> np.ndarr
     left = np.flatnonzero(idx == 0)
     right = np.flatnonzero(idx == 2 * half + 2)
     if left.size or right.size:  # tails: Z <= −K−1 or Z >= K+1, memoryless beyond
-        g = _geometric_flat(1 / scale, left.size + right.size, gen)
+        g = np.minimum(_geometric_flat(1 / scale, left.size + right.size, gen),
+                       _INT64_MAX - half - 1)  # saturated, never wrapped (t <= 1365 here)
         z[left] -= g[: left.size]
         z[right] += g[left.size :]
     return z
@@ -297,6 +342,12 @@ def discrete_laplace(scale: Any, size: Any = None, *, rng: Any = None) -> np.nda
     use ``Z = G1 − G2`` with two geometric draws. Exact: see docs/proofs/noise.md. For a few
     draws at a new scale only the table entries the draws reach are certified (about
     0.2 ms per new scale instead of about 7 ms, benchmarks/noise.py; same outputs).
+
+    Raises
+    ------
+    ParameterError
+        If ``scale`` is not a finite number > 0, or exceeds :data:`MAX_NOISE_SCALE` (``2^50``;
+        larger scales would overflow int64, docs/proofs/noise.md §7.3), for any ``size``.
 
     Examples
     --------
@@ -337,33 +388,63 @@ def _gaussian_tail(
     return out
 
 
+def _cks_constants(sigma2: Fraction) -> tuple[int, int, int, int]:
+    """``(t, a, b, den)`` of :func:`_gaussian_cks` for ``σ² = p/q``: ``t = floor(σ) + 1``,
+    ``g = gcd(qt, p)``, ``a = qt/g``, ``b = p/g``, ``den = 2abt``."""
+    p, q = sigma2.numerator, sigma2.denominator
+    t = math.isqrt(p // q) + 1
+    g = math.gcd(q * t, p)
+    a, b = q * t // g, p // g
+    return t, a, b, 2 * a * b * t
+
+
+def _check_gaussian(sigma2: Fraction) -> None:
+    """ParameterError unless the exact sampler takes ``σ²`` (public: the parameter only).
+
+    A table (``σ <~ 1365``) always works; wider, the CKS constants must satisfy
+    ``b² <= 2^63 − 1`` and ``den <= (2^63 − 1)/2^8``, which also bounds ``σ² < 2^54`` and the
+    Laplace proposal's scale ``t < 2^28`` (far below :data:`MAX_NOISE_SCALE`). Checked before
+    any word is drawn, so a refused ``σ²`` fails the same way for every ``size`` (also 0).
+    """
+    if gaussian_half(sigma2) != 0:
+        return
+    _, _, b, den = _cks_constants(sigma2)
+    if b * b > _INT64_MAX or den > _INT64_MAX >> 8:
+        raise fail(
+            "discrete_gaussian",
+            "sigma2",
+            "a rational whose reduced CKS acceptance fits int64 (e.g. an integer multiple of floor(sigma)+1)",
+            sigma2,
+        )
+
+
 def _gaussian_cks(sigma2: Fraction, n: int, gen: np.random.Generator) -> np.ndarray:
     """Canonne–Kamath–Steinke Algorithm 3 (for σ too wide for a table), in rounds.
 
     Propose ``Y ~ DL(t)``, ``t = floor(σ) + 1``; accept with probability
     ``exp(−(|Y| − σ²/t)² / (2σ²))``. With σ² = p/q, ``a = qt/g``, ``b = p/g``,
     ``g = gcd(qt, p)``, the exponent is ``γ = (|Y|·a − b)² / (2·a·b·t)`` (reduced exactly), so
-    a σ² that is a multiple of ``t`` keeps every number small.
+    a σ² that is a multiple of ``t`` keeps every number small. The parameter check
+    (:func:`_check_gaussian`) runs before any draw; a proposal ``|Y|`` whose numerator
+    ``(|Y|a − b)²`` does not fit int64 (rare) is accepted by the exact big-integer path, so
+    nothing here depends on the draws but the draws themselves.
     """
-    p, q = sigma2.numerator, sigma2.denominator
-    t = math.isqrt(p // q) + 1
-    g = math.gcd(q * t, p)
-    a, b = q * t // g, p // g
-    den = 2 * a * b * t
+    _check_gaussian(sigma2)
+    t, a, b, den = _cks_constants(sigma2)
+    # |Y| <= limit  ⇒  |(|Y|·a − b)| <= max(b, isqrt(MAX)) and its square fits int64.
+    limit = (b + math.isqrt(_INT64_MAX)) // a
     out = np.empty(n, dtype=np.int64)
     pending = np.arange(n)
     while pending.size:
         y = _laplace_flat(Fraction(t), pending.size, gen)
         ay = np.abs(y)
-        top = int(ay.max(initial=0))
-        if max(b * b, (top * a - b) ** 2) > _INT64_MAX or den > _INT64_MAX >> 8:
-            raise fail(
-                "discrete_gaussian",
-                "sigma2",
-                "a rational whose reduced CKS acceptance fits int64 (e.g. an integer multiple of floor(sigma)+1)",
-                sigma2,
-            )
-        ok = bernoulli_exp((ay * a - b) ** 2, den, rng=gen)
+        ok = np.zeros(y.size, dtype=bool)
+        small = np.flatnonzero(ay <= limit)
+        if small.size:
+            s = ay[small]
+            ok[small] = bernoulli_exp((s * a - b) ** 2, den, rng=gen)
+        for i in np.flatnonzero(ay > limit):
+            ok[i] = _bern_exp_scalar((int(ay[i]) * a - b) ** 2, den, gen)
         out[pending[ok]] = y[ok]
         pending = pending[~ok]
     return out
@@ -421,6 +502,7 @@ def discrete_gaussian(sigma2: Any, size: Any = None, *, rng: Any = None) -> np.n
     (2, 2)
     """
     s2 = to_fraction(sigma2, where="discrete_gaussian", name="sigma2", direction="up")
+    _check_gaussian(s2)
     gen, _ = resolve_rng(rng, "discrete_gaussian")
     shape = _shape("discrete_gaussian", size)
     return _gaussian_flat(s2, math.prod(shape), gen).reshape(shape)
