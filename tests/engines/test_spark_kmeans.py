@@ -1,8 +1,8 @@
 """``private_kmeans`` on a Spark DataFrame (local mode): the coreset strategy's exact counts and
 sums in Spark are the local ones bit for bit; the stable histograms' noise is drawn in the tasks
 with the local law (tested), and apart from it the seeded release is the local code's (replay);
-sums are DECIMAL; errors and the refusal of sample and aggregate come before any Spark job and
-any charge.
+sums are DECIMAL; errors come before any Spark job and any charge (sample and aggregate:
+tests/engines/test_spark_aggregate_kmeans.py).
 
 One SparkSession for all Spark tests (tests/engines/conftest.py).
 """
@@ -184,9 +184,9 @@ def test_parameter_errors_and_refusals_before_any_spark_job(spark, tmp_path: Pat
     sc.setJobGroup("privagg-kmeans-errors", "errors", interruptOnCancel=False)
     ab = ["a", "b"]
     cases = [
-        (dict(k=2, epsilon=1.0, delta=1e-6, columns=ab, radius=1.0), "sample and aggregate"),
-        (dict(k=2, epsilon=1.0, delta=1e-6, columns=ab, parts=40), "sample and aggregate"),
-        (dict(k=2, epsilon=1.0, delta=1e-6, columns=ab, strategy="aggregate"), "sample and aggregate"),
+        (dict(k=2, epsilon=1.0, delta=1e-6, columns=ab, radius=-1.0), "radius"),
+        (dict(k=2, epsilon=1.0, delta=1e-6, columns=ab, parts=5), "parts"),
+        (dict(k=2, epsilon=1.0, delta=1e-6, columns=ab, radius=1.0, strategy="coreset"), "strategy"),
         (dict(k=2, epsilon=1.0, delta=1e-6, columns=ab, strategy="fast"), "strategy"),
         (dict(k=0, epsilon=1.0, delta=1e-6, columns=ab), "'k'"),
         (dict(k=2, epsilon=0.0, delta=1e-6, columns=ab), "epsilon"),
@@ -232,7 +232,7 @@ def test_cli_kmeans_engine_spark(spark, tmp_path: Path) -> None:
     assert out["spark"].keys() == out["duckdb"].keys() and out["spark"]["charged"] == out["duckdb"]["charged"]
     assert out["spark"]["strategy"] == "coreset" and not out["spark"]["ok"] and "n̂ =" in out["spark"]["reason"]
     assert out["spark"]["epsilon"] == out["duckdb"]["epsilon"]
-    for extra, name in [(["--privacy-unit", "nope"], "privacy-unit"), (["--radius", "2"], "radius"),
+    for extra, name in [(["--privacy-unit", "nope"], "privacy-unit"), (["--radius", "-2"], "radius"),
                         (["--columns", "a,name"], "columns"), (["--spark-conf", "novalue"], "spark-conf")]:
         res = runner.invoke(cli, [*base, "--engine", "spark", "--ledger", str(ledger), *extra])
         assert res.exit_code != 0 and name in res.output, res.output

@@ -218,8 +218,8 @@ def test_parameter_errors_before_any_spark_job(spark, tmp_path: Path) -> None:
             assert str(secret) not in str(info.value)
         with pytest.raises(ParameterError, match="Spark DataFrame"):
             M.private_mean(np.zeros((3, 2)), epsilon=1.0, delta=1e-6, columns=["a"])
-        with pytest.raises(ParameterError, match="sample and aggregate"):
-            private_kmeans(df, 2, epsilon=1.0, delta=1e-6, columns=["a"], radius=1.0)
+        with pytest.raises(ParameterError, match="radius"):  # sample and aggregate: checked before any job
+            private_kmeans(df, 2, epsilon=1.0, delta=1e-6, columns=["a"], radius=-1.0)
         assert sc.statusTracker().getJobIdsForGroup("privagg-mean-errors") == []
         # a DataFrame Spark cannot evaluate: job 1 fails before the charge; Spark's text (the value) is not shown
         with pytest.raises(ParameterError, match="Spark failed") as info:

@@ -139,7 +139,7 @@ def spark_kmeans(stack: ExitStack, file: Path, cols: list[str], *, ledger: Path 
                  conf: dict[str, str], k: int, privacy_unit: str | None = None, max_rows_per_unit: int = 1,
                  **params: Any) -> Any:
     """The release of ``privagg kmeans FILE --engine spark``: as :func:`spark_mean`, then
-    :func:`privagg.private_kmeans` (the coreset strategy) on the DataFrame."""
+    :func:`privagg.private_kmeans` (either strategy: ``radius`` in ``params`` selects sample and aggregate) on the DataFrame."""
     from ..accounting import Ledger
     from ..engines import spark_points
     from ..mechanisms.kmeans import private_kmeans

@@ -56,7 +56,7 @@ def _k(text: str) -> int:
 @csv_dialect
 @click.option("--engine", default="duckdb", show_default=True, metavar="duckdb|spark",
               help="Where the rows are read, counted and summed: DuckDB (embedded) or Spark (pip install "
-                   "'privagg[spark]'; Parquet; the coreset strategy, without --radius).")
+                   "'privagg[spark]'; Parquet; with --radius the parts' k-means runs in Spark).")
 @click.option("--spark-master", metavar="URL", help="Spark master with --engine spark [default: local[*]].")
 @click.option("--spark-conf", multiple=True, metavar="KEY=VALUE", help="A Spark setting (repeatable).")
 def kmeans(
@@ -97,14 +97,11 @@ def kmeans(
         plot = check_plot(WHERE, plot, len(cols))
     conf = _spark.engine_conf(WHERE, engine, spark_master, spark_conf)
     if engine == "spark":
-        if r is not None:
-            raise _validate.fail(WHERE, "radius", "absent with --engine spark (sample and aggregate does not run "
-                                 "in Spark; the coreset strategy needs no radius)", radius)
         k_rows = _max_rows(WHERE, privacy_unit, max_rows_per_unit)
         with ExitStack() as stack:
             release = _spark.spark_kmeans(stack, file, cols, ledger=ledger, master=spark_master, conf=conf,
                                           privacy_unit=privacy_unit, max_rows_per_unit=k_rows,
-                                          k=k, epsilon=eps, delta=dlt)
+                                          k=k, epsilon=eps, delta=dlt, radius=r)
     else:
         points, rng, k_rows = read_points(WHERE, file, cols, privacy_unit, max_rows_per_unit, csv)
         with ExitStack() as stack:

@@ -49,7 +49,7 @@ Spark configuration, never a value (Spark's messages are not shown).
 User level (``units=`` a column name): the rows are first reduced to one vector per unit, in
 Spark (:mod:`privagg.engines.spark_units`), and those vectors are the rows above; the secret is the
 driver generator's first draw, as locally. :func:`privagg.private_kmeans` reads the same
-rows through :class:`privagg.engines.spark_kmeans.SparkKMeansPoints` (the coreset strategy).
+rows through :class:`privagg.engines.spark_kmeans.SparkKMeansPoints` (the coreset strategy) and :class:`privagg.engines.spark_aggregate_kmeans.SparkAggregatePoints` (sample and aggregate).
 """
 
 from __future__ import annotations

@@ -519,15 +519,12 @@ def _lloyd_step(x: np.ndarray, centers: np.ndarray, r_max: float, plan: KMeansPl
     ``clip(x − c, R_c)/R_c`` (one row changes one of them by at most 1 in ℓ2): discrete Gaussian.
     """
     k, d = centers.shape
-    label = _nearest(x, centers)
-    dist = np.empty(x.shape[0])
-    for s in range(0, x.shape[0], _ROWS):
-        y = x[s:s + _ROWS] - centers[label[s:s + _ROWS]]
-        dist[s:s + _ROWS] = np.sqrt(np.einsum("ij,ij->i", y, y))
-    with np.errstate(divide="ignore", over="ignore"):  # a row on its center: r_max/tiny = inf
-        level = np.floor(2.0 * np.log2(r_max / np.maximum(dist, np.finfo(float).tiny)))
-    cell = label * HIST_BINS + np.clip(np.nan_to_num(level, nan=0.0), 0, HIST_BINS - 1).astype(np.int64)
-    hist = np.bincount(cell, minlength=k * HIST_BINS).reshape(k, HIST_BINS)
+    if isinstance(x, np.ndarray):
+        label = _nearest(x, centers)
+        hist = _distance_histogram(x, label, centers, r_max)
+    else:  # a source (Spark): the exact histogram and sums added over its tasks, the same per-row code
+        label = None
+        hist = x.lloyd_histogram(centers, r_max)
     hist = hist + discrete_laplace(1 / plan.eps_lloyd_count, size=(k, HIST_BINS), rng=gen)
     counts = hist.sum(axis=1)
     beyond = np.cumsum(hist, axis=1) - hist  # noisy number of rows farther than edge b
@@ -537,7 +534,10 @@ def _lloyd_step(x: np.ndarray, centers: np.ndarray, r_max: float, plan: KMeansPl
     # Exact integer sums of the unit terms on the grid h = 2^-SUM_BITS, then exactly rescaled to the
     # release grid (exponent chosen as before): one row changes one cluster's d coordinates.
     e_h = -SUM_BITS
-    sums = cluster_integer_sums(x, label, centers, radii, e_h).reshape(-1)  # all clusters at once
+    if label is None:
+        sums = x.cluster_sums(None, centers, centers, radii, e_h)[1].reshape(-1)
+    else:
+        sums = cluster_integer_sums(x, label, centers, radii, e_h).reshape(-1)  # all clusters at once
     sigma = 1.0 / math.sqrt(2.0 * float(plan.rho_lloyd_sum)) * _SAFETY
     e = gaussian_exponent(_SAFETY, sigma, k * d)
     root_d = _sqrt_up(d)
@@ -550,6 +550,26 @@ def _lloyd_step(x: np.ndarray, centers: np.ndarray, r_max: float, plan: KMeansPl
     out = centers.copy()
     out[moved] += noisy[moved] * radii[moved, None] / counts[moved, None]
     return _finite(out)
+
+
+def _distance_histogram(x: np.ndarray, label: np.ndarray, centers: np.ndarray, r_max: float) -> np.ndarray:
+    """The exact ``(k, HIST_BINS)`` histogram of (cluster, distance bin) of :func:`_lloyd_step`
+    (int64): a function of each row and the public centers and ``r_max`` (the Lloyd seam of
+    sample and aggregate: Spark adds the tasks' histograms, :mod:`privagg.engines.spark_aggregate_kmeans`)."""
+    k = centers.shape[0]
+    dist = np.empty(x.shape[0])
+    for s in range(0, x.shape[0], _ROWS):
+        y = x[s:s + _ROWS] - centers[label[s:s + _ROWS]]
+        dist[s:s + _ROWS] = np.sqrt(np.einsum("ij,ij->i", y, y))
+    with np.errstate(divide="ignore", over="ignore"):  # a row on its center: r_max/tiny = inf
+        level = np.floor(2.0 * np.log2(r_max / np.maximum(dist, np.finfo(float).tiny)))
+    cell = label * HIST_BINS + np.clip(np.nan_to_num(level, nan=0.0), 0, HIST_BINS - 1).astype(np.int64)
+    return np.bincount(cell, minlength=k * HIST_BINS).reshape(k, HIST_BINS)
+
+
+def lloyd_histogram(x: np.ndarray, centers: np.ndarray, r_max: float) -> np.ndarray:
+    """:func:`_distance_histogram` of the rows ``x`` labelled by their nearest center."""
+    return _distance_histogram(x, _nearest(x, centers), centers, r_max)
 
 
 def _check_k(where: str, k: Any) -> int:
@@ -604,9 +624,9 @@ def private_kmeans(
         Spark DataFrame (``pip install 'privagg[spark]'``) with ``columns``: the coreset
         strategy's counts and sums run in Spark, and its stable histograms' noise in the tasks,
         the same law as in memory (:mod:`privagg.engines.spark_kmeans`; ``units`` a unit
-        column's name: one vector per unit computed in Spark first, :mod:`privagg.engines.spark_units`;
-        ``radius`` and ``parts`` — sample and aggregate — are not available there: a
-        ParameterError before any Spark job).
+        column's name: one vector per unit computed in Spark first, :mod:`privagg.engines.spark_units`);
+        sample and aggregate (``radius``/``parts``) runs its parts' k-means++ as a grouped map
+        in Spark and the aggregation on the driver (:mod:`privagg.engines.spark_aggregate_kmeans`).
     k : int
         Number of centers, 1 to 1000.
     epsilon : float
@@ -676,15 +696,20 @@ def private_kmeans(
     from ..engines.spark import is_spark_dataframe
     from ..engines.unit_rows import bound_points  # user level: one vector per unit
 
-    if is_spark_dataframe(points):  # the Spark engine (privagg[spark]): the same core, the coreset strategy
-        from ..engines import spark_kmeans, spark_points
+    if is_spark_dataframe(points):  # the Spark engine (privagg[spark]): the same core, both strategies
+        from ..engines import spark_aggregate_kmeans, spark_kmeans, spark_points
 
         d = len(spark_points.point_columns(points, columns, units, where="private_kmeans"))  # schema only
         check = functools.partial(_check_spark_parameters, d, k, epsilon, delta, radius, parts, n_init, strategy)
         with spark_points.points_of("private_kmeans", points, columns, units, max_rows_per_unit, rng,
                                     check) as (source, gen, secure):
-            release = _private_kmeans_coreset(spark_kmeans.SparkKMeansPoints.of(source),
-                                              _check_k("private_kmeans", k), epsilon, delta, (gen, secure), ledger)
+            kk, r = _check_k("private_kmeans", k), _check_radius("private_kmeans", radius)  # (checked: no error)
+            if _check_strategy("private_kmeans", strategy, r, parts) == "coreset":
+                release = _private_kmeans_coreset(spark_kmeans.SparkKMeansPoints.of(source), kk, epsilon, delta,
+                                                  (gen, secure), ledger)
+            else:
+                release = _private_kmeans_aggregate(spark_aggregate_kmeans.SparkAggregatePoints.of(source), kk,
+                                                    epsilon, delta, r, (gen, secure), ledger, parts, n_init)
         return _mean_module._with_unit(release, units, max_rows_per_unit)
     if columns is not None:
         raise fail("private_kmeans", "columns", "None unless points is a Spark DataFrame (choose the columns of an "
@@ -697,8 +722,9 @@ def private_kmeans(
 def _check_spark_parameters(d: int, k: Any, epsilon: Any, delta: Any, radius: Any, parts: Any, n_init: Any,
                             strategy: Any) -> None:
     """Every check of :func:`_private_kmeans` that needs no data, for a Spark DataFrame (before its
-    first job); sample and aggregate (``radius``/``parts`` given, or ``strategy="aggregate"``) is
-    refused there: its parts and per-part k-means do not run in Spark."""
+    first job), for both strategies (sample and aggregate: ``radius``/``parts`` given, or
+    ``strategy="aggregate"``; its per-part k-means runs in Spark,
+    :mod:`privagg.engines.spark_aggregate_kmeans`)."""
     where = "private_kmeans"
     if d > 2**20:
         raise fail(where, "points", "a DataFrame with at most 2**20 columns", f"{d} columns")
@@ -707,10 +733,10 @@ def _check_spark_parameters(d: int, k: Any, epsilon: Any, delta: Any, radius: An
     if parts is not None:
         check_positive_int(where, "parts", parts, T_MIN, 100_000)
     check_positive_int(where, "n_init", n_init, 1, 10)
-    if _check_strategy(where, strategy, r, parts) != "coreset":
-        raise fail(where, "strategy", "'coreset' with a Spark DataFrame (sample and aggregate, chosen when radius "
-                   "or parts is given, does not run in Spark: leave radius and parts unset)", strategy)
-    coreset_plan(epsilon, delta, d, where=where)
+    if _check_strategy(where, strategy, r, parts) == "coreset":
+        coreset_plan(epsilon, delta, d, where=where)
+    else:
+        kmeans_plan(epsilon, delta, select_radius=r is None, where=where)
 
 
 def _check_strategy(where: str, strategy: Any, radius: Any, parts: Any) -> str:
@@ -738,15 +764,29 @@ def _private_kmeans(points: Any, k: Any, epsilon: Any, delta: Any, radius: Any, 
     chosen = _check_strategy(where, strategy, r, parts)
     if chosen == "coreset":
         return _private_kmeans_coreset(ArrayKMeansPoints(x), kk, epsilon, delta, rng, ledger)
+    return _private_kmeans_aggregate(x, kk, epsilon, delta, r, rng, ledger, parts, n_init)
+
+
+@quiet_numerics
+def _private_kmeans_aggregate(x: Any, kk: int, epsilon: Any, delta: Any, r: float | None, rng: Any,
+                              ledger: Any, parts: Any, n_init: Any) -> KMeansRelease:
+    """Sample and aggregate on validated parameters. ``x``: the finite rows (an array), or a
+    source (Spark: :class:`~privagg.engines.spark_aggregate_kmeans.SparkAggregatePoints`) with
+    ``count()``, ``d``, ``part_tuples(k, t, gen, n_init)`` (the ``(t, k, d)`` per-part centers, the
+    law of :func:`_part_tuples`), ``lloyd_histogram`` and ``cluster_sums`` (the exact Lloyd
+    counts and sums); ``rng`` an ``rng`` argument or an engine's ``(generator, secure)`` pair.
+    Everything after the tuples is this code on the driver, whatever the source."""
+    where = "private_kmeans"
     plan = kmeans_plan(epsilon, delta, select_radius=r is None, where=where)
-    gen, secure = resolve_rng(rng, where)
+    gen, secure = rng if isinstance(rng, tuple) else resolve_rng(rng, where)
+    local = isinstance(x, np.ndarray)
+    n, d = (x.shape[0], x.shape[1]) if local else (x.count(), x.d)  # (a source counted before the charge)
     loss = plan.privacy_loss
     eps_out, delta_out = float(loss.epsilon), float(loss.delta)
     if ledger is not None:
         ledger.charge(loss, mechanism=where, parameters={**plan.public_parameters(), "k": kk,
-                      "radius": r, "parts": parts, "d": int(x.shape[1]), "strategy": "aggregate"})
-    d = x.shape[1]
-    n_hat = x.shape[0] + int(discrete_laplace(1 / plan.eps_count, rng=gen))
+                      "radius": r, "parts": parts, "d": int(d), "strategy": "aggregate"})
+    n_hat = n + int(discrete_laplace(1 / plan.eps_count, rng=gen))
 
     def bottom(used: float | None, t: int, reason: str) -> KMeansRelease:
         return KMeansRelease(False, None, eps_out, delta_out, used, secure, loss, t, reason,
@@ -756,7 +796,7 @@ def _private_kmeans(points: Any, k: Any, epsilon: Any, delta: Any, radius: Any, 
     if t < T_MIN:
         return bottom(r, 0, f"too few rows for {T_MIN} parts of {ROWS_PER_CLUSTER}·k rows "
                             f"(noisy count n̂ = {n_hat} gives {t} parts)")
-    tuples = _part_tuples(x, kk, t, gen, int(n_init))
+    tuples = _part_tuples(x, kk, t, gen, int(n_init)) if local else x.part_tuples(kk, t, gen, int(n_init))
     if r is None:
         r = _select_radius(tuples, plan.eps_select, gen)
     centers, m_hat = _aggregate(tuples, r, plan, gen)
