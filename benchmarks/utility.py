@@ -634,25 +634,47 @@ def run_real_cell(name: str, draw: Callable[[np.random.Generator], np.ndarray], 
     return cell
 
 
+#: Bootstrap resamples of the runs for the interval of privagg/oracle (fixed seed: the table is
+#: reproducible). The median of 20 runs of a Laplace-like |error| has a relative sd of about 30 %,
+#: so a ratio of two such medians, maxed over coordinates, scatters by ±40 % at 20 runs.
+RATIO_BOOT = 1000
+
+
+def ratio_interval(priv: list[np.ndarray], orac: list[np.ndarray], level: float = 0.9,
+                   seed: int = 0) -> tuple[float, float]:
+    """A bootstrap ``level`` interval (percentile, runs resampled in pairs: the same sample for
+    both methods) of ``max_j median(privagg_j) / median(oracle_j)``; ⊥ runs stay infinite."""
+    p, o = np.asarray(priv, dtype=np.float64), np.asarray(orac, dtype=np.float64)
+    if p.ndim != 2 or p.shape != o.shape or p.shape[0] < 2:
+        return math.nan, math.nan
+    idx = np.random.default_rng(seed).integers(0, p.shape[0], size=(RATIO_BOOT, p.shape[0]))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = np.max(np.median(p[idx], axis=1) / np.median(o[idx], axis=1), axis=1)
+    lo, hi = np.quantile(r, [(1 - level) / 2, (1 + level) / 2], method="inverted_cdf")
+    return float(lo), float(hi)
+
+
 def real_table(cells: list[RealCell]) -> tuple[str, list[str]]:
     head = ("| data | n | d | ε | " + " | ".join(f"{m} (worst coord, SE)" for m in REAL_METHODS[:4])
-            + " | privagg/oracle (worst coord) | privagg ⊥ | privagg s/run | CoinPress s/run |")
+            + " | privagg/oracle (worst coord) | 90% bootstrap | privagg ⊥ | privagg s/run | CoinPress s/run |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     misses = []
     one_d = {(c.n, c.epsilon): float(c.med("privagg")[0]) for c in cells if c.name == "normal1d"}
     for c in cells:
         worst = {m: float(np.max(c.med(m))) for m in REAL_METHODS[:4]}
         ratio = float(np.max(c.med("privagg") / c.med("oracle")))
+        lo, hi = ratio_interval(c.errors.get("privagg", []), c.errors.get("oracle", []))
         runs = max(1, len(c.errors.get("privagg", [])))
         lines.append(f"| {c.name} | {c.n} | {c.d} | {c.epsilon:g} | "
                      + " | ".join(_fmt(worst[m]) for m in REAL_METHODS[:4])
-                     + f" | {ratio:.2f} | {c.bottoms.get('privagg', 0)}/{runs} | "
+                     + f" | {ratio:.2f} | {lo:.2f}–{hi:.2f} | {c.bottoms.get('privagg', 0)}/{runs} | "
                      f"{c.seconds.get('privagg', 0.0) / runs:.3f} | {c.seconds.get('CoinPress', 0.0) / runs:.4f} |")
         if c.name == "normal1d":
             continue
         tag = f"{c.name} n={c.n} d={c.d} ε={c.epsilon:g}"
         if c.epsilon == 1.0 and not ratio <= 1.5:
-            misses.append(f"{tag}: privagg/oracle {ratio:.2f} > 1.5")
+            noise = " (within the runs' noise: the interval reaches 1.5)" if lo <= 1.5 else ""
+            misses.append(f"{tag}: privagg/oracle {ratio:.2f} > 1.5 (90% bootstrap {lo:.2f}–{hi:.2f}){noise}")
         if c.epsilon == 100.0 and not worst["privagg"] <= 2.0:
             misses.append(f"{tag}: privagg {worst['privagg']:.2f} SE > 2")
         if c.name == "mixed_units" and (c.n, c.epsilon) in one_d:
@@ -698,7 +720,14 @@ def mean_real_section(args: argparse.Namespace) -> None:
           f"Command: `python benchmarks/utility.py --section mean-real --runs {args.runs} --seed {args.seed}"
           f"{_filters(args)}`. Entries: per coordinate the median over the runs of |estimate − x̄_j| in "
           "standard errors SE_j = std_j/√n; the worst coordinate is shown (the section's comment in "
-          "`benchmarks/utility.py` defines the methods). ⊥ counts as an infinite error.", "", tab, "",
+          "`benchmarks/utility.py` defines the methods). ⊥ counts as an infinite error.", "",
+          "Reading the targets: each entry is a median over the runs, and the median of 20 runs of a "
+          "Laplace-like |error| has a relative sd of about 30 %; the 90% bootstrap column is the "
+          "interval of privagg/oracle over resampled runs (`ratio_interval`), and a miss whose "
+          "interval reaches 1.5 is within the runs' noise (re-run with more `--runs`). The mixed-units "
+          "per-column target compares a d = 2 column with the 1-D cell at the same ε: the coordinate "
+          "plan splits ε over the d coordinates and its error is the clipped sum's Laplace noise "
+          "(∝ d/ε), so that ratio is about 2 by composition alone.", "", tab, "",
           "## Targets (issue 11) not met", "", *([f"- {m}" for m in misses] or ["- none"]), ""]
     (OUT_DIR / "mean_real.md").write_text("\n".join(md), encoding="utf-8")
     print(f"wrote {OUT_DIR / 'mean_real.md'} ({time.perf_counter() - t0:.0f} s)")
