@@ -99,21 +99,6 @@ class Candidates:
     def size(self) -> int:
         return int(self.rows.shape[0])
 
-    def canonical(self) -> Candidates:
-        """The same candidates with each group's values in ascending order of their bits' total
-        order (−0.0 before +0.0): a function of each group's multiset of values, not of the order
-        the engine returned them in (DuckDB's parallel ``ORDER BY i`` and Spark give a group's
-        rows in varying order). Used in seeded mode (``rng`` given), where a metric drawing one
-        random number per row position (the unbounded mean's subsample) must give the same release
-        for the same seed; with the CSPRNG the order changes nothing (the draws are i.i.d.)."""
-        values = {}
-        for name, gv in self.values.items():
-            bits = np.ascontiguousarray(gv.values, dtype=np.float64).view(np.uint64)
-            total = np.where(bits >> np.uint64(63) == 1, ~bits, bits | np.uint64(1 << 63))
-            order = np.lexsort((total, gv.group))
-            values[name] = GroupedValues(group=gv.group, values=gv.values[order], n_groups=gv.n_groups)
-        return Candidates(keys=self.keys, rows=self.rows, units=self.units, values=values)
-
     def restrict(self, keep: np.ndarray) -> Candidates:
         """The candidates where ``keep`` (bool, (C,)) holds, renumbered 0 … G − 1 in the same order
         (numpy only: it cannot fail on data)."""

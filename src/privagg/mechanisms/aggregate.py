@@ -663,7 +663,7 @@ def aggregate(
         secrets = (draw_secret(gen), draw_secret(gen)) if units is not None else (0, 0)
         cand = tab.prepare(domain=dom, max_groups=l0, max_rows=linf, secrets=secrets)
     if not secure:  # seeded: the same release for the same seed, whatever order the engine's rows came in
-        cand = cand.canonical()
+        cand = _canonical(cand, [m.column for m in mets if isinstance(m, Mean) and m.bounds is None])
     total_eps = builtins.sum((e for e, _ in split.values()), Fraction(0))
     total_dlt = builtins.sum((d for _, d in split.values()), Fraction(0))
     loss = PrivacyLoss.approx(total_eps, total_dlt) if total_dlt > 0 else PrivacyLoss.pure(total_eps)
@@ -824,6 +824,27 @@ def _empty(metric: _Metric) -> MetricResult:
     z = np.zeros(0, dtype=np.float64)
     return MetricResult(value=z, low=z, high=z, ok=np.zeros(0, dtype=bool), reason=np.zeros(0, dtype=object),
                         epsilon=0.0)
+
+
+def _canonical(cand: Any, columns: list[str]) -> Any:
+    """``cand`` with each group's values of ``columns`` (the unbounded means': their subsample
+    draws one uniform per row position) in ascending order of their bits' total order (−0.0
+    before +0.0): a function of each group's multiset of values, not of the order the engine
+    returned them in (DuckDB's parallel ``ORDER BY i`` and Spark vary it). Seeded mode only: with
+    the CSPRNG the order changes nothing (i.i.d. draws). The other metrics do not depend on row
+    order (counts, exact integer sums, per-candidate counts)."""
+    import dataclasses
+
+    from .grouped import GroupedValues
+    from .grouped_mean import _group_value_sort
+
+    values = dict(cand.values)
+    for c in dict.fromkeys(columns):
+        gv = values[c]
+        gdt = np.int16 if gv.n_groups < 2**15 else np.int32 if gv.n_groups < 2**31 else np.int64
+        values[c] = GroupedValues(group=gv.group, values=_group_value_sort(gv.values, gv.group, gv.n_groups, gdt),
+                                  n_groups=gv.n_groups)
+    return dataclasses.replace(cand, values=values)
 
 
 def _release(cand: Any, by: tuple[str, ...], mets: tuple[_Metric, ...], results: dict[str, MetricResult],
