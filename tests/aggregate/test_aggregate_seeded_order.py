@@ -1,4 +1,4 @@
-"""Seeded aggregate releases do not depend on the order of the input rows (``Candidates.canonical``).
+"""Seeded aggregate releases do not depend on the order of the input rows (``aggregate._canonical``).
 
 The unbounded mean draws one uniform per row for its subsample. The engine returns a group's rows
 in no fixed order (DuckDB's parallel ``ORDER BY i``), so on 4bd1e9f the same seed gave different

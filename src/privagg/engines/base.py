@@ -213,8 +213,8 @@ class KMeansSource(PointSource):
     """The finite rows (n, d) as the coreset strategy of :func:`privagg.private_kmeans` reads them.
 
     ``proj`` is None (the rows themselves) or a public (d, D_PROJ) matrix: the coreset space is
-    then the rows ``y = x @ proj`` (:func:`~privagg.mechanisms.kmeans.coreset_space`). Every method
-    is a deterministic function of the rows and of its public arguments, draws no randomness, and
+    then the rows ``y = x @ proj`` (:func:`~privagg.mechanisms.kmeans.coreset_space`). Every abstract
+    method is a deterministic function of the rows and of its public arguments, draws no randomness, and
     returns exact integers; every implementation returns the same values for the same rows (the
     per-row arithmetic is :mod:`privagg.mechanisms.kmeans`'s). Only these totals reach the caller.
 
