@@ -930,6 +930,9 @@ class CoresetPlan:
         Projected only: the coordinate-mode anchor, a Gaussian stable histogram of the ``(column,
         bin)`` cells (discrete Gaussian of variance ``d/(2ρ)``, ℓ2 sensitivity ``√d``, cells kept
         when ``>= anchor_threshold``), ``(eps_anchor, delta_anchor)``-DP (§10); zeros otherwise.
+    anchor_sigma2 : Fraction
+        Projected only: the anchor noise's variance, ``d/(2ρ_anchor)``, rounded up to a value the
+        exact sampler takes when it is beyond the sampler's table (``noise.grid._cks_friendly``).
     eps_step_count : Fraction
         Per Lloyd step, the noisy cluster sizes (ℓ1 sensitivity 1).
     rho_steps : tuple of Fraction
@@ -955,6 +958,7 @@ class CoresetPlan:
     rho_steps: tuple[Fraction, ...]
     eps_sum: Fraction
     delta_sum: Fraction
+    anchor_sigma2: Fraction = Fraction(0)
 
     @property
     def steps(self) -> int:
@@ -1001,7 +1005,9 @@ def coreset_plan(epsilon: Any, delta: Any, d: int, *, where: str = "private_kmea
 @functools.lru_cache(maxsize=64)
 def _coreset_plan(eps: Fraction, dlt: Fraction, d_proj: int) -> CoresetPlan:
     """``d_proj``: the number of columns when projected, else 0."""
+    from ..noise._laws import gaussian_half
     from ..noise.distributions import DiscreteGaussian, DiscreteLaplace
+    from ..noise.grid import _cks_friendly
 
     e_n = eps * _C_SHARE_COUNT
     e_lv = eps * _C_SHARE_LEVEL
@@ -1013,6 +1019,7 @@ def _coreset_plan(eps: Fraction, dlt: Fraction, d_proj: int) -> CoresetPlan:
     search_rows = 2 * (_search_margin(scales) + threshold)
     used_e, used_d = e_n + e_lv + e_pk + e_core, d_core
     rho_a, t_a, e_a, d_a = Fraction(0), 0, Fraction(0), Fraction(0)
+    sigma2 = Fraction(0)
     if d_proj:
         # δ_a = δ_g + e^{ε_g}·δ_new (§10): δ_g = δ_new = δ_A/4 keeps it below δ_A for ε_g <= 1.09
         d_g = dlt * _C_DELTA_ANCHOR / 4
@@ -1020,6 +1027,11 @@ def _coreset_plan(eps: Fraction, dlt: Fraction, d_proj: int) -> CoresetPlan:
         e_a = zcdp_to_epsilon(rho_a, d_g)
         d_new = dlt * _C_DELTA_ANCHOR / 2 / (1 + _exp_up(e_a))
         sigma2 = Fraction(d_proj) / (2 * rho_a)
+        if not gaussian_half(sigma2):
+            # beyond the exact sampler's table its σ² must be CKS-friendly (an integer multiple of
+            # floor(σ) + 1): rounded up, which only adds noise (ρ = d/(2σ²) <= ρ_a). Without it
+            # ε <= about 0.3 at d = 20 raised ParameterError in the sampler after the charge.
+            sigma2 = Fraction(_cks_friendly(math.ceil(sigma2)))
         # d new cells, each passes with P[Z >= T − 1] <= δ_new/d
         t_a = max(1, 1 + DiscreteGaussian(sigma2).upper_quantile(float(_float_down(d_new / d_proj))))
         d_a = d_g + _exp_up(e_a) * d_new
@@ -1032,7 +1044,7 @@ def _coreset_plan(eps: Fraction, dlt: Fraction, d_proj: int) -> CoresetPlan:
     rhos = tuple(rho * w for w in _STEP_WEIGHTS)
     e_sum = zcdp_to_epsilon(sum(rhos, Fraction(0)), d_sum)
     return CoresetPlan(bool(d_proj), e_n, e_lv, scales, search_rows, e_pk, e_core, d_core, threshold, rho_a, t_a, e_a, d_a,
-                       e_sc, rhos, e_sum, d_sum)
+                       e_sc, rhos, e_sum, d_sum, sigma2 if d_proj else Fraction(0))
 
 
 def _level_scales(e_lv: Fraction) -> tuple[Fraction, ...]:
@@ -1073,7 +1085,7 @@ def _anchor(x: np.ndarray, width: float, plan: CoresetPlan, gen: np.random.Gener
     d = source.d
     u = gen.random(d)
     # noise and threshold where the rows live (KMeansSource.noisy_column_cells): the kept bins
-    col, vals, noisy = source.noisy_column_cells(width, u, Fraction(d) / (2 * plan.rho_anchor),
+    col, vals, noisy = source.noisy_column_cells(width, u, plan.anchor_sigma2,
                                                  plan.anchor_threshold, gen)
     if not np.isin(np.arange(d), col).all():
         return None

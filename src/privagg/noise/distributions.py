@@ -45,13 +45,30 @@ _LN_TINY = 746  # e^{-746} < 2^{-1075}: below the smallest subnormal float
 
 
 def _step_search(decide, start: int) -> int:
-    """Smallest integer k with ``decide(k)`` true, for a monotone predicate, from a guess."""
-    k = start
-    while not decide(k):
-        k += 1
-    while decide(k - 1):
-        k -= 1
-    return k
+    """Smallest integer k with ``decide(k)`` true, for a monotone predicate (false below some
+    k, true from it on), from a guess: doubling steps until the answer is bracketed, then
+    bisection — O(log |answer − start|) decisions (a walk one step at a time took about 0.5·σ
+    decisions for a discrete Gaussian of large σ, whose guess overshoots)."""
+    step = 1
+    if decide(start):
+        hi = start
+        while decide(start - step):
+            hi = start - step
+            step *= 2
+        lo = start - step
+    else:
+        lo = start
+        while not decide(start + step):
+            lo = start + step
+            step *= 2
+        hi = start + step
+    while hi - lo > 1:  # decide(lo) false, decide(hi) true
+        mid = (lo + hi) // 2
+        if decide(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 # ============================================================================ Laplace
@@ -250,11 +267,11 @@ class DiscreteLaplace:
         return _dl_pmf(self.scale, int(k))
 
     def sf(self, k: int) -> float:
-        """``P[Z >= k]``, rounded up."""
+        """``P[Z >= k]``, rounded up (an upper bound for large σ²)."""
         return _dl_sf(self.scale, int(k))
 
     def abs_tail(self, k: int) -> float:
-        """``P[|Z| > k]``, rounded up."""
+        """``P[|Z| > k]``, rounded up (an upper bound for large σ²)."""
         return _dl_abs_tail(self.scale, int(k))
 
     @property
@@ -263,12 +280,14 @@ class DiscreteLaplace:
         return _dl_variance(self.scale)
 
     def upper_quantile(self, beta: float) -> int:
-        """The smallest integer ``k`` with ``P[Z >= k] <= beta`` (exact decision)."""
+        """The smallest integer ``k`` with ``P[Z >= k] <= beta`` (exact decision); for large σ²
+        the smallest ``k`` whose certified bound is ``<= beta`` (never below the exact one)."""
         b = Fraction(check_beta("DiscreteLaplace.upper_quantile", beta))
         return _dl_upper_quantile(self.scale, b)
 
     def abs_quantile(self, beta: float) -> int:
-        """The smallest integer ``k >= 0`` with ``P[|Z| > k] <= beta`` (exact decision)."""
+        """The smallest integer ``k >= 0`` with ``P[|Z| > k] <= beta`` (exact decision); for large
+        σ² the smallest ``k`` whose certified bound is ``<= beta`` (never below the exact one)."""
         b = Fraction(check_beta("DiscreteLaplace.abs_quantile", beta))
         return _dl_abs_quantile(self.scale, b)
 
@@ -308,6 +327,50 @@ def _bucket(k: int) -> int:
     return max(64, 1 << (k - 1).bit_length())
 
 
+#: From this σ² on, tail decisions and values of the discrete Gaussian use the certified analytic
+#: bound :func:`_dg_tail_upper` instead of the exact tail sums, whose table grows like σ (at
+#: σ² = 2³⁶ one quantile took 10 s; from about 2⁴⁰ the tables exhausted memory — a k-means
+#: plan at ε = 10⁻⁹ was killed at 24 GB).
+LARGE_SIGMA2 = Fraction(2**24)
+#: A rational lower bound on √(2π) = 2.50662827463…
+_SQRT_2PI_LO = Fraction(25066282746, 10**10)
+
+
+def _dg_norm_lo(s2: Fraction) -> Fraction:
+    """A lower bound on ``N = Σ_{j∈ℤ} e^{−j²/(2σ²)}``: ``√(2π)·σ − 1`` (for the unimodal weight
+    ``f``, ``Σ_{j>=1} f(j) >= ∫_1^∞ f >= ∫_0^∞ f − 1``, so ``N >= 1 + 2(σ√(π/2) − 1)``), with σ
+    rounded down to a multiple of 2⁻²⁰ and √(2π) to :data:`_SQRT_2PI_LO`."""
+    sigma_lo = Fraction(math.isqrt(s2.numerator * 2**40 // s2.denominator), 2**20)
+    return _SQRT_2PI_LO * sigma_lo - 1
+
+
+def _dg_tail_upper(s2: Fraction, k: int, beta: Fraction | None = None) -> Fraction:
+    """Certified upper bound on ``P[Z >= k]`` for ``k >= 1`` and ``σ² >= LARGE_SIGMA2``:
+    ``e^{−k²/(2σ²)}·(1 + σ²/k) / (√(2π)σ − 1)`` (``Σ_{j>=k} f(j) <= f(k) + ∫_k^∞ f`` and
+    ``∫_k^∞ e^{−x²/(2σ²)} dx <= (σ²/k)·e^{−k²/(2σ²)}``; the normalizer by :func:`_dg_norm_lo`).
+    Above the true tail by a factor of about ``1 + σ²/k²`` (≈ 1.04 at the usual thresholds, a
+    quantile ≈ 0.01σ higher). ``beta``: the precision of the exponential is set so that its
+    rounding is far below ``beta``."""
+    prec = 64 + (0 if beta is None else max(0, math.ceil(math.log2(1 / float(beta))) if beta > 0 else 0))
+    hi = exp_neg_fixed(k * k * s2.denominator, 2 * s2.numerator, prec)[1]
+    return Fraction(hi, 1 << prec) * (1 + s2 / k) / _dg_norm_lo(s2)
+
+
+def _large(s2: Fraction) -> bool:
+    return s2 >= LARGE_SIGMA2
+
+
+def _fraction_up(v: Fraction) -> float:
+    """The smallest float ``>= v`` (``v`` in [0, 1]; 5e-324 for a positive ``v`` below it)."""
+    return max(_fraction_up_any(v), 5e-324) if v > 0 else 0.0
+
+
+def _fraction_up_any(v: Fraction) -> float:
+    """The smallest float ``>= v`` (``v > 0`` finite in float range)."""
+    f = float(v)
+    return f if Fraction(f) >= v else math.nextafter(f, math.inf)
+
+
 def _dg_tiny(s2: Fraction, k: int) -> bool:
     """Certified: ``P[Z >= k] <= e^{-k²/(2σ²)} (1 + σ²/k) <= e^{-746}``."""
     if k <= 0:
@@ -336,6 +399,9 @@ def _dg_pmf(s2: Fraction, k: int) -> float:
     k = abs(k)
     if _dg_tiny(s2, k):
         return 5e-324
+    if _large(s2):  # e^{−k²/(2σ²)} / N, N >= √(2π)σ − 1
+        hi = exp_neg_fixed(k * k * s2.denominator, 2 * s2.numerator, 96)[1]
+        return _fraction_up(min(Fraction(1), Fraction(hi, 1 << 96) / _dg_norm_lo(s2)))
 
     def enc(prec: int) -> Interval:
         work = prec + 8
@@ -351,6 +417,8 @@ def _dg_pmf(s2: Fraction, k: int) -> float:
 def _dg_sf(s2: Fraction, k: int) -> float:
     if _dg_tiny(s2, k):
         return 5e-324
+    if _large(s2):
+        return 1.0 if k <= 0 else _fraction_up(min(Fraction(1), _dg_tail_upper(s2, k)))
     return float_up(_dg_tail_enclosure(s2, k))
 
 
@@ -358,6 +426,8 @@ def _dg_sf(s2: Fraction, k: int) -> float:
 def _dg_sf_le(s2: Fraction, k: int, beta: Fraction) -> bool:
     if _dg_tiny(s2, k):
         return True
+    if _large(s2):  # certified: the bound is <= beta (k <= 0: not decided as true)
+        return k >= 1 and _dg_tail_upper(s2, k, beta) <= beta
     return decide_le(_dg_tail_enclosure(s2, k), beta)
 
 
@@ -367,6 +437,8 @@ def _dg_abs_tail_le(s2: Fraction, k: int, beta: Fraction) -> bool:
         return False
     if _dg_tiny(s2, k + 1):
         return True
+    if _large(s2):  # P[|Z| > k] = 2·P[Z >= k + 1]
+        return 2 * _dg_tail_upper(s2, k + 1, beta) <= beta
     enc = _dg_tail_enclosure(s2, k + 1)
     return decide_le(lambda prec: tuple(2 * v for v in enc(prec)), beta)  # type: ignore[misc]
 
@@ -377,6 +449,8 @@ def _dg_abs_tail(s2: Fraction, k: int) -> float:
         return 1.0
     if _dg_tiny(s2, k + 1):
         return 5e-324
+    if _large(s2):
+        return _fraction_up(min(Fraction(1), 2 * _dg_tail_upper(s2, k + 1)))
     enc = _dg_tail_enclosure(s2, k + 1)
     return float_up(lambda prec: tuple(2 * v for v in enc(prec)))  # type: ignore[arg-type,misc]
 
@@ -419,12 +493,18 @@ def _dg_variance(s2: Fraction) -> float:
 
     # E[Z²] is within e^{-2π²σ²} of σ² for σ >= 1, closer to a float than any cheap
     # precision separates: return an upper bound (at most a few ulps above) at 128 bits.
+    if _large(s2):  # E[Z²] <= σ² (Canonne, Kamath & Steinke 2020); the sums would take O(σ)
+        return _fraction_up_any(s2)
     return float_up(enc, start=128, max_prec=128)
 
 
 @dataclass(frozen=True)
 class DiscreteGaussian:
     """The discrete Gaussian law ``P[Z = k] ∝ e^{−k²/(2σ²)}`` over the integers.
+
+    For ``σ² >=`` :data:`LARGE_SIGMA2` (2²⁴) every function below is a certified upper bound from
+    the analytic tail bound (docs/proofs/noise.md §6, "Large σ"; O(1) work instead of O(σ)):
+    the quantiles are then at least the exact ones, by about 0.01σ.
 
     Parameters
     ----------
@@ -444,7 +524,7 @@ class DiscreteGaussian:
             )
 
     def pmf(self, k: int) -> float:
-        """``P[Z = k]``, rounded up."""
+        """``P[Z = k]``, rounded up (an upper bound for large σ²)."""
         return _dg_pmf(self.sigma2, int(k))
 
     def sf(self, k: int) -> float:
