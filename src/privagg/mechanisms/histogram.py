@@ -1589,10 +1589,12 @@ def stable_histogram(
     noise : {"laplace", "gaussian"}
         ``"laplace"`` (default). ``"gaussian"`` (with ``units``, ``threshold="tight"`` and
         ``selection="threshold"``): Gaussian thresholding — exact discrete Gaussian noise on
-        the bounded counts, ℓ2 sensitivity √ℓ0·ℓ∞, its zCDP converted to (ε_g, δ/2) with ε_g ≤ ε_c,
-        and T the smallest integer with 1 − (1 − P[Z ≥ T − ℓ∞])^{ℓ0} ≤ δ/2 (the other half of δ);
-        the noisy total stays discrete Laplace (docs/proofs/histograms.md §11). Pays off for
-        large ℓ0 (noise grows as √ℓ0 instead of ℓ0). ``scale`` is then an upper bound on σ.
+        the bounded counts, calibrated by the certified (ε_c, δ) profile of the multivariate
+        discrete Gaussian (every shift vector of ≤ ℓ0 coordinates in [1, ℓ∞]): the smallest σ²
+        whose noise part is ≤ δ, then the smallest T with every mix of new and changed keys ≤ δ
+        (docs/proofs/histograms.md §11.1; large ℓ0·ℓ∞, σ or tiny δ: the zCDP calibration of §11,
+        δ/2 + δ/2). The noisy total stays discrete Laplace. Pays off for large ℓ0 (noise grows
+        as √ℓ0 instead of ℓ0). ``scale`` is then an upper bound on σ.
 
     Returns
     -------
