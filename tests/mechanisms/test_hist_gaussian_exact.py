@@ -31,7 +31,8 @@ def _analytic_sigma(eps: float, delta: float, l2: float) -> float:
     """Balle & Wang 2018 (analytic Gaussian mechanism, continuous): the σ with
     Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ) = δ (an independent transcription, scipy)."""
     def gap(s: float) -> float:
-        return stats.norm.cdf(l2 / (2 * s) - eps * s / l2) - math.exp(eps) * stats.norm.cdf(-l2 / (2 * s) - eps * s / l2) - delta
+        a, b = l2 / (2 * s), eps * s / l2
+        return stats.norm.cdf(a - b) - math.exp(eps) * stats.norm.cdf(-a - b) - delta
     return optimize.brentq(gap, 0.01 * l2, 100 * l2, xtol=1e-12)
 
 
@@ -78,15 +79,16 @@ def test_regression_sigma_near_analytic_and_lower_threshold_at_3_2():
 
 
 def test_profile_bound_against_the_exact_1d_profile():
-    """One coordinate, shift Δ ∈ {1, 2, 3}: CKS 2020 (Thm 7) δ = P[Z > εσ²/Δ − Δ/2] − e^ε P[Z > εσ²/Δ + Δ/2],
-    by 60-digit direct sums; the certified bound is ≥ it and within 10⁻⁶ relative."""
+    """One coordinate, shift Δ ∈ {1, 2, 3}: CKS 2020 (Thm 7) δ = P[Z > εσ²/Δ − Δ/2] − e^ε P[Z > εσ²/Δ + Δ/2]
+    (60-digit direct sums); the certified bound is ≥ it and within 10⁻⁶ relative."""
     sigma2, eps = Fraction(2002, 7), Fraction(1, 10)
     nodes = G.profile_bounds(sigma2, 1, 3, 80)
     with mpmath.workdps(60):
         for node in nodes[1]:
             d = node.s2 ** 0.5
-            x = mpmath.mpf(eps.numerator) / eps.denominator * mpmath.mpf(sigma2.numerator) / sigma2.denominator / d
-            exact = _dg_tail(sigma2, x - mpmath.mpf(d) / 2) - mpmath.e ** (mpmath.mpf(1) / 10) * _dg_tail(sigma2, x + mpmath.mpf(d) / 2)
+            e, s2 = mpmath.mpf(eps.numerator) / eps.denominator, mpmath.mpf(sigma2.numerator) / sigma2.denominator
+            x, half = e * s2 / d, mpmath.mpf(d) / 2
+            exact = _dg_tail(sigma2, x - half) - mpmath.exp(e) * _dg_tail(sigma2, x + half)
             bound = node.hockey(G._float_down(G.exp_down(eps)))
             print(d, float(exact), bound)
             assert exact <= bound <= exact * (1 + 1e-6) + 1e-30
@@ -105,7 +107,8 @@ def test_profile_bound_against_direct_summation_2d():
     for node, s in zip(nodes[2], itertools.combinations_with_replacement((1, 2), 2), strict=True):
         assert node.s2 == s[0] ** 2 + s[1] ** 2
         lq = (logw - logn)[:, None] + (logw - logn)[None, :]
-        lp = (-(z - s[0]) ** 2 / (2 * float(sigma2)) - logn)[:, None] + (-(z - s[1]) ** 2 / (2 * float(sigma2)) - logn)[None, :]
+        shifted = [-(z - si) ** 2 / (2 * float(sigma2)) - logn for si in s]
+        lp = shifted[0][:, None] + shifted[1][None, :]
         direct = float(np.maximum(np.exp(lp) - math.exp(0.25) * np.exp(lq), 0).sum())
         bound = node.hockey(G._float_down(G.exp_down(eps)))
         print(s, direct, bound)
