@@ -143,10 +143,12 @@ def test_gaussian_json_states_the_law_and_the_delta_split(rows, ledger_path):
     p = StableHistogramParams.build(1.0, 1e-6, "add_remove", bounds=(16, 1), noise="gaussian")
     assert (out["mechanism"], out["noise"], out["selection"]) == ("stable_histogram", "discrete_gaussian",
                                                                   "threshold")
-    assert out["threshold"] == p.threshold == 114  # §11's worked value at (1, 1e-6, 16, 1)
+    assert out["threshold"] == p.threshold == 100  # §11.1's worked value at (1, 1e-6, 16, 1)
     assert (out["sigma2"], out["rho"]) == (float(p.sigma2), float(p.rho))
     assert (out["gaussian_delta"], out["threshold_delta"]) == (float(p.gaussian_delta), p.threshold_delta)
-    assert Fraction(out["gaussian_delta"]) + Fraction(out["threshold_delta"]) <= Fraction(1, 10**6)
+    # exact calibration (§11.1): each part ≤ δ (every mix of new and changed keys certified ≤ δ)
+    assert out["gaussian_calibration"] == "exact"
+    assert max(Fraction(out["gaussian_delta"]), Fraction(out["threshold_delta"])) <= Fraction(1, 10**6)
     assert out["selection_epsilon_per_key"] is None and out["error_bound"] is not None
     with Ledger(ledger_path) as ledger:
         (charge,) = ledger.charges()
@@ -180,8 +182,8 @@ def test_gaussian_table_shows_the_delta_split(rows, ledger_path):
     res = CliRunner().invoke(main, _args(rows[0], ledger_path, "--noise", "gaussian", "--max-keys-per-unit", "16"))
     assert res.exit_code == 0, res.output
     text = " ".join(res.stdout.split())
-    assert "discrete Gaussian, σ" in text and "(Gaussian) +" in text and "(threshold)" in text
-    assert "noisy count ≥ 114" in text
+    assert "discrete Gaussian, σ" in text and "exact profile: Gaussian δ" in text and "new keys δ" in text
+    assert "every mix ≤ δ" in text and "noisy count ≥ 100" in text
 
 
 def test_optimal_from_counts_matches_keys_by_value_when_the_two_runs_differ():

@@ -10,6 +10,7 @@ on a deliberately broken mechanism too (ℓ0 understated by one; row counts inst
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from fractions import Fraction
 
@@ -162,8 +163,13 @@ def _dg_sf(sigma2: Fraction, k: int) -> mpmath.mpf:
 
 @pytest.mark.parametrize(("eps", "delta", "l0", "linf", "expected_t"),
                          [(1.0, 1e-6, 16, 1, 114), (1.0, 1e-6, 3, 2, None), (0.5, 1e-5, 64, 1, None)])
-def test_gaussian_threshold_known_answers(eps, delta, l0, linf, expected_t):
+def test_gaussian_threshold_known_answers(monkeypatch, eps, delta, l0, linf, expected_t):
+    """The zCDP calibration (§11; the fallback of the exact one, forced here)."""
+    from privagg.mechanisms import _gaussian_profile
+
+    monkeypatch.setattr(_gaussian_profile, "calibrate", lambda *a: None)
     p = H.StableHistogramParams.build(eps, delta, "add_remove", bounds=(l0, linf), noise="gaussian")
+    assert p.gaussian_calibration == "zcdp"
     if expected_t is not None:
         assert p.threshold == expected_t
     t, d_t = p.threshold, Fraction(p.threshold_delta)
@@ -189,31 +195,27 @@ def test_gaussian_threshold_known_answers(eps, delta, l0, linf, expected_t):
 def test_gaussian_beats_laplace_threshold_at_large_l0():
     lap = H.StableHistogramParams.build(1.0, 1e-6, "add_remove", bounds=(16, 1))
     gau = H.StableHistogramParams.build(1.0, 1e-6, "add_remove", bounds=(16, 1), noise="gaussian")
-    assert (lap.threshold, gau.threshold) == (285, 114)
+    assert (lap.threshold, gau.threshold) == (285, 100)
 
 
-@pytest.mark.parametrize("understate", [False, True])
-def test_gaussian_audit_new_keys_of_one_unit(monkeypatch, understate):
+@pytest.mark.parametrize("lowered", [False, True])
+def test_gaussian_audit_new_keys_of_one_unit(lowered):
     """D' adds units that each create ℓ0 = 4 new keys with ℓ∞ = 2 rows (impossible on D): the rate
-    of "one of its new keys is released" must be ≤ δ_T (the threshold's half of δ). Negative
-    control: T computed for ℓ0 − 1 keys (ℓ0 understated by one) must exceed δ_T."""
-    seed = 909 + understate
-    print("seed", seed, "understate", understate)
-    eps, delta, l0, linf, m = 1.0, 0.05, 4, 2, 60000
-    if understate:
-        orig = H.per_key_delta
-        monkeypatch.setattr(H, "per_key_delta", lambda d, k: orig(d, k - 1))
+    of "one of its new keys is released" must not be significantly above δ (Wilson lower bound,
+    p-threshold 1e-4). Negative control: the threshold lowered by one (q = 0.0549 > δ = 0.05 there)
+    must be detected."""
+    seed = 909 + lowered
+    print("seed", seed, "lowered", lowered)
+    eps, delta, l0, linf, m = 1.0, 0.05, 4, 2, 200_000
     params = H.StableHistogramParams.build(eps, delta, "add_remove", bounds=(l0, linf), noise="gaussian")
-    keys = np.repeat(np.arange(m * l0), linf)
-    units = np.repeat(np.arange(m), l0 * linf)
-    gen = np.random.default_rng(seed)
-    kc = H._bounded("stable_histogram", keys, units, (l0, linf), gen)
-    assert (kc.counts == linf).all()
-    r = H._stable_release(kc, params, gen, None)
-    hits = np.unique(np.asarray(r.keys) // l0).size
+    assert params.gaussian_calibration == "exact" and params.threshold == 16
+    if lowered:
+        params = dataclasses.replace(params, threshold=params.threshold - 1)
+    _, keep = H.stable_noise_threshold(params, np.full(m * l0, linf), np.random.default_rng(seed))
+    hits = int(keep.reshape(m, l0).any(axis=1).sum())
     lo, _ = wilson_interval(hits, m, ALPHA)
     print("threshold", params.threshold, "rate", hits / m, "delta_T", params.threshold_delta)
-    assert (lo > params.threshold_delta) == understate
+    assert (lo > delta) == lowered
 
 
 @pytest.mark.parametrize("noise", ["gaussian", "laplace"])
@@ -241,21 +243,22 @@ def test_gaussian_release_fields_and_ledger_are_truthful():
                                  noise="gaussian", rng=5, ledger=ledger)
     p = r.params
     assert p.noise == "gaussian" and isinstance(p.law, H.DiscreteGaussian) and r._law == p.law
-    assert r.threshold == p.threshold == 114 and r.scale == float(p.scale) >= math.sqrt(p.sigma2)
+    assert r.threshold == p.threshold == 100 and r.scale == float(p.scale) >= math.sqrt(p.sigma2)
     assert len(r.keys) == 40 * 16 and (np.asarray(r.counts) >= r.threshold).all()
     assert r.privacy_loss == p.privacy_loss
     assert r.privacy_loss.epsilon == p.epsilon_exact <= 1 and r.privacy_loss.delta == H._charged_delta(1e-6)
     entry = ledger.charges[-1][1]
     assert entry["noise"] == "gaussian" and Fraction(entry["sigma2"]) == p.sigma2
-    assert entry["threshold"] == 114 and entry["threshold_delta"] == p.threshold_delta
+    assert entry["threshold"] == 100 and entry["threshold_delta"] == p.threshold_delta
+    assert entry["gaussian_calibration"] == "exact"
     assert entry["gaussian_delta"] == float(p.gaussian_delta)
     assert math.isfinite(r.error_bound(0.05)) and math.isfinite(r.count_error_bound(0.05))
-    assert p.release_probability == pytest.approx(float(_dg_sf(p.sigma2, 113)), rel=1e-6)
+    assert p.release_probability == pytest.approx(float(_dg_sf(p.sigma2, 99)), rel=1e-6)
     assert p.appearance_probability <= p.threshold_delta * (1 + 1e-9)
     from privagg.cli._render import release_payload  # the JSON of a release (CLI and API)
 
     j = release_payload(r, beta=0.05)
-    assert (j["noise"], j["threshold"], j["sigma2"], j["rho"]) == ("discrete_gaussian", 114, float(p.sigma2),
+    assert (j["noise"], j["threshold"], j["sigma2"], j["rho"]) == ("discrete_gaussian", 100, float(p.sigma2),
                                                                    float(p.rho))
     assert j["epsilon"] == 1.0 and j["delta"] == 1e-6 and j["max_keys_per_unit"] == 16
 

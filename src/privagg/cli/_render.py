@@ -153,9 +153,11 @@ def release_payload(release: HistogramRelease, *, beta: float) -> dict[str, Any]
         # noise="gaussian": the discrete Gaussian's σ² and the ρ-zCDP it gives (converted to ε, δ)
         "sigma2": _gaussian_param(release, "sigma2"),
         "rho": _gaussian_param(release, "rho"),
-        # Gaussian thresholding: δ = gaussian_delta (the zCDP conversion) + threshold_delta (T)
+        # Gaussian thresholding: the noise's δ and the new keys' δ (T); "zcdp": their sum ≤ δ,
+        # "exact": each ≤ δ and every mix certified ≤ δ (docs/proofs/histograms.md §11.1)
         "gaussian_delta": _gaussian_param(release, "gaussian_delta"),
         "threshold_delta": _gaussian_param(release, "threshold_delta"),
+        "gaussian_calibration": getattr(release.params, "gaussian_calibration", None),
         # selection="optimal": the per-key (ε', δ') of the partition selection
         **dict(zip(("selection_epsilon_per_key", "selection_delta_per_key"), _per_key(release), strict=True)),
     }
@@ -222,7 +224,9 @@ def _noise_text(release: HistogramRelease) -> str:
     sigma2, rho = _gaussian_param(release, "sigma2"), _gaussian_param(release, "rho")
     split = ""
     dg, dt = _gaussian_param(release, "gaussian_delta"), _gaussian_param(release, "threshold_delta")
-    if dg is not None and dt is not None:  # Gaussian thresholding: δ split between the noise and T
+    if dg is not None and dt is not None and getattr(release.params, "gaussian_calibration", None) == "exact":
+        split = f"; exact profile: Gaussian δ {format_float(dg)}, new keys δ {format_float(dt)}, every mix ≤ δ"
+    elif dg is not None and dt is not None:  # Gaussian thresholding: δ split between the noise and T
         split = f"; δ = {format_float(dg)} (Gaussian) + {format_float(dt)} (threshold)"
     return (f"discrete Gaussian, σ {format_float(release.scale)} counts (σ² = {format_float(sigma2)}; "  # type: ignore[arg-type]
             f"ρ = {format_float(rho)} zCDP, as (ε, δ)-DP{split})")  # type: ignore[arg-type]

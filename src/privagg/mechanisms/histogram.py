@@ -195,6 +195,12 @@ def _charged_delta(delta: float) -> Fraction:
     return max(Fraction(delta), Fraction(repr(float(delta))))
 
 
+def _float_up(x: Fraction) -> float:
+    """The smallest float ≥ x."""
+    f = float(x)
+    return math.nextafter(f, math.inf) if Fraction(f) < x else f
+
+
 def per_key_delta(delta: float, max_keys_per_unit: int) -> float:
     """δ₁ = 1 − (1 − δ)^{1/ℓ0}, rounded down to a float: P[Z ≥ T − ℓ∞] ≤ δ₁ makes the chance that
     any of a unit's ℓ0 new keys appears ≤ 1 − (1 − δ₁)^{ℓ0} ≤ δ (docs/proofs/histograms.md §7.3).
@@ -502,8 +508,12 @@ class StableHistogramParams:
     sigma2, rho : Fraction or None
         ``noise="gaussian"``: σ² of the discrete Gaussian and the zCDP ρ = ℓ0ℓ∞²/(2σ²) it gives.
     threshold_delta : float or None
-        ``noise="gaussian"``: δ_T, the part of δ the threshold pays (the rest, ``gaussian_delta``,
-        is the conversion's δ/2); None otherwise.
+        ``noise="gaussian"``: δ_T, what the threshold pays (the chance that one of a unit's ℓ0 new
+        keys is released). With ``gaussian_calibration="zcdp"`` δ_T + ``gaussian_delta`` (the
+        conversion's δ/2) ≤ δ; with ``"exact"`` each is ≤ δ and every mix of new and changed keys
+        is certified ≤ δ (§11.1). None otherwise.
+    gaussian_calibration : {"exact", "zcdp"} or None
+        ``noise="gaussian"``: how σ² and T were calibrated (docs/proofs/histograms.md §11.1 / §11).
     """
 
     epsilon: float
@@ -522,6 +532,7 @@ class StableHistogramParams:
     gaussian_epsilon: Fraction | None = field(default=None, repr=False)
     gaussian_delta: Fraction | None = field(default=None, repr=False)
     threshold_delta: float | None = None
+    gaussian_calibration: str | None = None
 
     def __post_init__(self) -> None:
         if self.neighbors == "replace" and (self.total_scale is not None or self.total_epsilon_share is not None):
@@ -577,10 +588,30 @@ class StableHistogramParams:
     @classmethod
     def _gaussian(cls, eps: float, dlt: float, where: str, eps_c: Fraction, total_scale: Fraction | None, share: float,
                   l0: int, linf: int) -> StableHistogramParams:
-        """noise="gaussian" (docs/proofs/histograms.md §11): discrete Gaussian counts, ℓ2 sensitivity
-        √ℓ0·ℓ∞, ρ-zCDP converted to (ε_g, δ_g) with ε_g ≤ ε_c and δ_g = δ/2 (its shortest decimal);
-        δ_T = the largest float ≤ δ − δ_g for the threshold:
-        1 − (1 − P[Z ≥ T − ℓ∞])^{ℓ0} ≤ δ_T."""
+        """noise="gaussian" (docs/proofs/histograms.md §11): discrete Gaussian counts, kept iff ≥ T.
+
+        Exact calibration (§11.1, :mod:`._gaussian_profile`) where it applies: the smallest σ² whose
+        multivariate discrete Gaussian profile alone is certified ≤ δ at ε_c (every shift vector of
+        ≤ ℓ0 coordinates in [1, ℓ∞]), then the smallest T with every mix of b new keys and ℓ0 − b
+        changed keys certified ≤ δ in both directions; then ``gaussian_epsilon`` = ε_c,
+        ``gaussian_delta`` = the noise part's δ (b = 0), ``threshold_delta`` = the new keys' δ
+        (b = ℓ0), each ≤ δ (not summed: a unit cannot do both with all ℓ0 keys).
+        Otherwise (large ℓ0·ℓ∞ or σ, tiny δ) the zCDP calibration (§11): ρ-zCDP converted to
+        (ε_g, δ_g) with ε_g ≤ ε_c and δ_g = δ/2, δ_T = the largest float ≤ δ − δ_g for the
+        threshold: 1 − (1 − P[Z ≥ T − ℓ∞])^{ℓ0} ≤ δ_T."""
+        from ._gaussian_profile import calibrate
+
+        target = min(Fraction(dlt), Fraction(repr(float(dlt))))
+        sigma2_z = _gaussian_calibration(eps_c, dlt, "add_remove", l0, linf, where)[0]
+        cal = calibrate(eps_c, target, l0, linf, sigma2_z)
+        if cal is not None:
+            sigma2 = cal.sigma2
+            discrete_gaussian(sigma2, size=0, rng=0)  # the exact sampler takes σ² (checked before any charge)
+            rho = Fraction(l0 * linf * linf) / (2 * sigma2)
+            sigma = to_fraction(Fraction(math.sqrt(sigma2)) * (1 + Fraction(1, 1 << 40)), where=where,
+                                name="epsilon", direction="up")
+            return cls(eps, dlt, "add_remove", "tight", sigma, cal.threshold, total_scale, share, l0, linf,
+                       "gaussian", sigma2, rho, eps_c, cal.noise_delta, _float_up(cal.new_keys_delta), "exact")
         sigma2, rho, eps_g, dlt_g = _gaussian_calibration(eps_c, dlt / 2, "add_remove", l0, linf, where)
         rest = _charged_delta(dlt) - dlt_g
         dlt_t = float(rest)
@@ -591,7 +622,7 @@ class StableHistogramParams:
         sigma = to_fraction(Fraction(math.sqrt(sigma2)) * (1 + Fraction(1, 1 << 40)), where=where,
                             name="epsilon", direction="up")
         return cls(eps, dlt, "add_remove", "tight", sigma, t, total_scale, share, l0, linf, "gaussian", sigma2, rho,
-                   eps_g, dlt_g, dlt_t)
+                   eps_g, dlt_g, dlt_t, "zcdp")
 
     @property
     def _l1(self) -> int:
@@ -675,7 +706,8 @@ class StableHistogramParams:
             out.update(max_keys_per_unit=self.max_keys_per_unit, max_rows_per_key=self.max_rows_per_key)
         if self.sigma2 is not None:
             out.update(noise="gaussian", sigma2=str(self.sigma2), rho=str(self.rho),
-                       gaussian_delta=float(self.gaussian_delta), threshold_delta=self.threshold_delta)
+                       gaussian_delta=float(self.gaussian_delta), threshold_delta=self.threshold_delta,
+                       gaussian_calibration=self.gaussian_calibration)
         return out
 
 
@@ -1557,10 +1589,12 @@ def stable_histogram(
     noise : {"laplace", "gaussian"}
         ``"laplace"`` (default). ``"gaussian"`` (with ``units``, ``threshold="tight"`` and
         ``selection="threshold"``): Gaussian thresholding — exact discrete Gaussian noise on
-        the bounded counts, ℓ2 sensitivity √ℓ0·ℓ∞, its zCDP converted to (ε_g, δ/2) with ε_g ≤ ε_c,
-        and T the smallest integer with 1 − (1 − P[Z ≥ T − ℓ∞])^{ℓ0} ≤ δ/2 (the other half of δ);
-        the noisy total stays discrete Laplace (docs/proofs/histograms.md §11). Pays off for
-        large ℓ0 (noise grows as √ℓ0 instead of ℓ0). ``scale`` is then an upper bound on σ.
+        the bounded counts, calibrated by the certified (ε_c, δ) profile of the multivariate
+        discrete Gaussian (every shift vector of ≤ ℓ0 coordinates in [1, ℓ∞]): the smallest σ²
+        whose noise part is ≤ δ, then the smallest T with every mix of new and changed keys ≤ δ
+        (docs/proofs/histograms.md §11.1; large ℓ0·ℓ∞, σ or tiny δ: the zCDP calibration of §11,
+        δ/2 + δ/2). The noisy total stays discrete Laplace. Pays off for large ℓ0 (noise grows
+        as √ℓ0 instead of ℓ0). ``scale`` is then an upper bound on σ.
 
     Returns
     -------
