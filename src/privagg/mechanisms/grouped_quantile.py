@@ -130,8 +130,7 @@ def grid_bits(n_hat: Any, a: int, b: int, epsilon: Any, contribution: Contributi
     ``[GRID_BITS_MIN, GRID_BITS_MAX]``. Small groups get ``2^10`` candidates (no accuracy lost:
     below the rank noise the grid size does not matter), groups of 10^4 rows at ε = 1 get ``2^16``.
     """
-    groups_per_unit = int(contribution.max_groups) * (2 if contribution.replace else 1)
-    eps_g = Fraction(epsilon) / groups_per_unit
+    eps_g = Fraction(epsilon) / (int(contribution.max_groups) * (2 if contribution.replace else 1))  # as stage_scales
     delta_u = quantile_sensitivity(a, b, contribution)
     cap = Fraction(2**GRID_BITS_MAX)
     per_row = float(min(GRID_RHO * b * eps_g / (2 * delta_u), cap))  # Δ >= 1
