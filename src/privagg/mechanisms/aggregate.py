@@ -29,7 +29,10 @@ bounded mean in the query's order for which the public rule of
 at ε_count + ε_G (docs/proofs/aggregate_bounded.md §8). ``delta`` must be > 0 when some step needs it;
 a δ that no step needs is not spent (the release and the ledger say δ = 0). The steps compose
 sequentially (all read the same rows); each metric is itself a parallel composition over the
-disjoint groups. Proofs: ``docs/proofs/aggregate.md``.
+disjoint groups. The metrics draw in the query's order, except that quantiles draw last: a
+bounded quantile sizes each group's grid from the query's released ``count()`` when it has one
+(post-processing of that release; docs/proofs/aggregate_quantile.md §4). Proofs:
+``docs/proofs/aggregate.md``.
 
 Key selection (no domain): each group with n ≥ 1 distinct units after bounding (record level: rows)
 is kept independently with the probability p(n) of the optimal partition selection
@@ -256,11 +259,13 @@ class Quantile(_Metric):
         box = gq._check_bounds(self.bounds)
         gq.stage_scales(a, b, eps, contribution, bounded=box is not None)
 
-    def run(self, cand: Any, eps: Fraction, dlt: Fraction, contribution: Contribution, gen: Any) -> MetricResult:
+    def run(self, cand: Any, eps: Fraction, dlt: Fraction, contribution: Contribution, gen: Any,
+            n_hat: Any = None) -> MetricResult:
+        """``n_hat``: the query's released noisy counts (``count()``), which size the bounded grid."""
         from .grouped_quantile import quantiles
 
         return quantiles(cand.values[self.column], self.q, bounds=self.bounds, epsilon=eps,
-                         contribution=contribution, rng=gen)
+                         contribution=contribution, rng=gen, n_hat=n_hat)
 
 
 def count() -> Count:
@@ -680,7 +685,9 @@ def aggregate(
         keep = select(cand.units, sel_eps, sel_dlt, gen)
         cand = cand.restrict(keep)
     results: dict[str, MetricResult] = {}
-    for m in mets:  # in the query's order (the draws' order is public)
+    # in the query's order (the draws' order is public), except that quantiles come last: a bounded
+    # quantile sizes its grid from the released count() when the query has one (post-processing)
+    for m in sorted(mets, key=lambda m: isinstance(m, Quantile)):
         if m.name in results:
             continue
         if joint is not None and m.name in joint.names:
@@ -709,6 +716,10 @@ def aggregate(
                     contribution=contribution, rng=gen)
             else:
                 results[s_m.name], results[b_m.name] = _empty(s_m), _empty(b_m)
+            continue
+        if isinstance(m, Quantile) and "count" in results:
+            results[m.name] = (m.run(cand, *split[m.name], contribution, gen, n_hat=results["count"].value)
+                               if cand.size else _empty(m))
             continue
         results[m.name] = m.run(cand, *split[m.name], contribution, gen) if cand.size else _empty(m)
     return _release(cand, by_cols, mets, results, split, loss, secure, neighbors, units is not None, l0, linf,

@@ -14,7 +14,10 @@ i.i.d. (report-noisy-max, docs/proofs/mean.md §2b). Counts for all groups and c
 Grids (all candidates are exactly representable floats, so ``x <= t`` is an exact comparison):
 
 - ``bounds=(lo, hi)``: ONE stage at the full ε: the point among the dyadic grid of ``[lo, hi]``
-  with at most ``2^BOUNDED_BITS`` candidates (:func:`dyadic_grid`). The two-stage plan before it
+  with at most ``2^bits_g`` candidates (:func:`dyadic_grid`): ``bits_g`` from the group's
+  RELEASED noisy count when the query has one (:func:`grid_bits`: ``2^10`` for small groups,
+  up to ``2^16`` for large ones; post-processing of that release), else ``BOUNDED_BITS = 14``
+  for every group. The two-stage plan before it
   (a cell of 16 at ε/4, then a window of 3 cells at 3ε/4) spent a quarter of the budget finding
   a cell and let ~10^4 points of the window compete at 3ε/4: on groups of 50–250 rows its error
   was 2–3× that of one stage at ε (docs/proofs/aggregate_quantile.md §6, "one stage"). Rows
@@ -43,9 +46,13 @@ from .grouped import Contribution, GroupedValues, MetricResult
 
 __all__ = [
     "BOUNDED_BITS",
+    "GRID_BITS_MAX",
+    "GRID_BITS_MIN",
+    "GRID_RHO",
     "UNBOUNDED_BITS",
     "dyadic_grid",
     "geometric_grid",
+    "grid_bits",
     "quantile_sensitivity",
     "quantiles",
     "rational_q",
@@ -53,8 +60,13 @@ __all__ = [
 ]
 
 #: Bounded: one stage (the full ε) over the dyadic grid of [lo, hi] with at most ``2^BOUNDED_BITS``
-#: candidates (docs/proofs/aggregate_quantile.md §5).
+#: candidates when no released group count is given (docs/proofs/aggregate_quantile.md §5).
 BOUNDED_BITS = 14
+#: Bounded with a released (public) noisy group count ``n̂_g`` (:func:`grid_bits`): at most
+#: ``2^bits_g`` candidates, ``bits_g = clip(ceil(log2(GRID_RHO·n̂_g·ε_g·b/(2Δ))), GRID_BITS_MIN,
+#: GRID_BITS_MAX)``: about ``GRID_RHO`` grid points per rank-noise width and released row.
+GRID_RHO = 32
+GRID_BITS_MIN, GRID_BITS_MAX = 10, 16
 #: Without bounds: stage 1 (share :data:`COARSE_SHARE`) chooses a *cell* of the octave grid
 #: (:func:`geometric_grid`, cell utility), stage 2 the point among at most ``2^UNBOUNDED_BITS``
 #: dyadic candidates of that cell.
@@ -103,6 +115,30 @@ def quantile_sensitivity(a: int, b: int, contribution: Contribution) -> int:
     ``b − a`` or by ``−a``). Replacement and ``max_groups`` are handled by composition in
     :func:`quantiles` (docs/proofs/aggregate_quantile.md §2–3)."""
     return int(contribution.max_rows) * max(a, b - a)
+
+
+def grid_bits(n_hat: Any, a: int, b: int, epsilon: Any, contribution: Contribution) -> np.ndarray:
+    """Per-group bits of the bounded grid from PUBLIC values only: the released noisy group counts
+    ``n_hat`` (G,), q = a/b, the metric's ε and the contribution bounds (docs/proofs/aggregate_quantile.md §4).
+
+    The report-noisy-max's rank noise is about ``2Δ/(ε_g·b)`` rows (Δ from
+    :func:`quantile_sensitivity`, ε_g as in :func:`stage_scales`), independent of n; a group's
+    grid resolution in rows is about ``n·(hi − lo)/(K·spread)``. ``K ≈ GRID_RHO·n̂·ε_g·b/(2Δ)``
+    keeps the resolution below the rank noise for data spread down to ``(hi − lo)/GRID_RHO``:
+    ``bits_g`` is the least integer with ``2^bits_g >= GRID_RHO·max(n̂_g, 1)·ε_g·b/(2Δ)`` (the
+    product in float64, capped at ``2^GRID_BITS_MAX`` first), clipped to
+    ``[GRID_BITS_MIN, GRID_BITS_MAX]``. Small groups get ``2^10`` candidates (no accuracy lost:
+    below the rank noise the grid size does not matter), groups of 10^4 rows at ε = 1 get ``2^16``.
+    """
+    eps_g = Fraction(epsilon) / (int(contribution.max_groups) * (2 if contribution.replace else 1))  # as stage_scales
+    delta_u = quantile_sensitivity(a, b, contribution)
+    cap = Fraction(2**GRID_BITS_MAX)
+    per_row = float(min(GRID_RHO * b * eps_g / (2 * delta_u), cap))  # Δ >= 1
+    n = np.maximum(np.asarray(n_hat, dtype=np.float64), 1.0)
+    target = np.minimum(n * per_row, float(cap))
+    mant, expo = np.frexp(target)  # target = mant·2^expo, mant in [1/2, 1) (0 for target 0)
+    bits = np.where(mant == 0.5, expo - 1, expo).astype(np.int64)
+    return np.clip(bits, GRID_BITS_MIN, GRID_BITS_MAX)
 
 
 def geometric_grid() -> np.ndarray:
@@ -258,7 +294,8 @@ def _dyadic_stage(x: np.ndarray, gid: np.ndarray, offsets: np.ndarray, sizes: np
 
 
 def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None,
-              epsilon: Fraction, contribution: Contribution, rng: np.random.Generator) -> MetricResult:
+              epsilon: Fraction, contribution: Contribution, rng: np.random.Generator,
+              n_hat: np.ndarray | None = None) -> MetricResult:
     """The ``q``-quantile of each group's rows, pure ``epsilon``-DP over all groups.
 
     Parameters
@@ -278,6 +315,11 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
         ``2Δ/ε_stage`` with ``Δ = max_rows·max(a, b − a)`` (docs/proofs/aggregate_quantile.md).
     contribution : Contribution
     rng : numpy Generator
+    n_hat : array (G,) or None
+        With bounds: an already RELEASED noisy count of each group (public, e.g. ``count()`` of the
+        same query); it chooses each group's grid size (:func:`grid_bits`: post-processing of a
+        release, no budget). None: ``2^BOUNDED_BITS`` candidates for every group. Ignored
+        without bounds.
 
     Returns
     -------
@@ -306,12 +348,32 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
     offsets = gv.offsets
     sizes = np.diff(offsets)
 
-    if box is not None:  # one stage over the dyadic grid of [lo, hi] (the same for every group)
-        e, m0, k = dyadic_grid(box[0], box[1], BOUNDED_BITS)
-        e_arr = np.full(G, e, dtype=np.int64)
-        m0_arr = np.full(G, float(m0))
-        k_arr = np.full(G, k, dtype=np.int64)
-        first_k = k
+    if box is not None:  # one stage over a dyadic grid of [lo, hi] (its size: public, per group)
+        if n_hat is None:
+            bits_g = np.full(G, BOUNDED_BITS, dtype=np.int64)
+        else:
+            n_hat = np.asarray(n_hat, dtype=np.float64)
+            if n_hat.shape != (G,):
+                raise ValueError(f"n_hat must have shape ({G},), not {n_hat.shape}")
+            bits_g = grid_bits(n_hat, a, b, epsilon, contribution)
+        e_arr = np.zeros(G, dtype=np.int64)
+        m0_arr = np.zeros(G)
+        k_arr = np.zeros(G, dtype=np.int64)
+        pick = np.zeros(G, dtype=np.int64)
+        for bits in np.unique(bits_g).tolist():  # at most GRID_BITS_MAX − GRID_BITS_MIN + 1 sizes
+            e, m0, k = dyadic_grid(box[0], box[1], int(bits))
+            sel = np.flatnonzero(bits_g == bits)
+            e_arr[sel], m0_arr[sel], k_arr[sel] = e, float(m0), k
+            if sel.size == G:
+                pick = _dyadic_stage(x, gid, offsets, sizes, e_arr, m0_arr, k_arr, a, b, scales[0], rng)
+                break
+            local = np.full(G, -1, dtype=np.int64)
+            local[sel] = np.arange(sel.size)
+            mask = bits_g[gid] == bits
+            sub_sizes = sizes[sel]
+            sub_off = np.concatenate([[0], np.cumsum(sub_sizes)]).astype(np.int64)
+            pick[sel] = _dyadic_stage(x[mask], local[gid[mask]], sub_off, sub_sizes, e_arr[sel],
+                                      m0_arr[sel], k_arr[sel], a, b, scales[0], rng)
     else:
         cands = geometric_grid()
         first_k = cands.size
@@ -325,21 +387,23 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
         w_lo = cands[np.maximum(choice - 1, 0)]
         w_hi = cands[choice]
         e_arr, m0_arr, k_arr = _dyadic_windows(w_lo, w_hi, UNBOUNDED_BITS)
-    pick = _dyadic_stage(x, gid, offsets, sizes, e_arr, m0_arr, k_arr, a, b, scales[-1], rng)
+        pick = _dyadic_stage(x, gid, offsets, sizes, e_arr, m0_arr, k_arr, a, b, scales[-1], rng)
     last_k = int(k_arr.max()) if G else 1
     value = np.ldexp(m0_arr + pick, e_arr)
     step_out = np.ldexp(1.0, e_arr)
     if box is not None:  # the neighbouring candidates of the released one (its grid cell)
         w_lo = np.ldexp(m0_arr + np.maximum(pick - 1, 0), e_arr)
         w_hi = np.ldexp(m0_arr + np.minimum(pick + 1, k_arr - 1), e_arr)
-        rank_error = 2.0 * _max_abs_noise_bound(scales[0], first_k, 0.05) / b
+        rank_error = np.zeros(G)
+        for k in np.unique(k_arr).tolist():  # per grid size (public)
+            rank_error[k_arr == k] = 2.0 * _max_abs_noise_bound(scales[0], int(k), 0.05) / b
     else:
         rank_error = (2.0 * _max_abs_noise_bound(scales[0], first_k, 0.025)
                       + 2.0 * _max_abs_noise_bound(scales[-1], last_k, 0.025)) / b
     return MetricResult(
         value=value, low=w_lo, high=w_hi, ok=np.ones(G, dtype=bool),
         reason=np.full(G, None, dtype=object), epsilon=float(epsilon), delta=0.0,
-        extra={"rank_error": np.full(G, rank_error), "step": step_out},
+        extra={"rank_error": np.broadcast_to(rank_error, (G,)).astype(np.float64), "step": step_out},
     )
 
 
