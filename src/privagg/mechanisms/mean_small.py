@@ -34,7 +34,10 @@ in every engine, so the plan and its release law do not depend on where the rows
 
 from __future__ import annotations
 
+import bisect
+import functools
 import math
+from dataclasses import dataclass
 from fractions import Fraction
 from types import SimpleNamespace
 from typing import Any
@@ -43,20 +46,15 @@ import numpy as np
 
 from ..noise.samplers import discrete_laplace
 
-#: The coordinate plan runs when the released ``n̂·ε/d`` is below this (public).
+#: The coordinate plan runs when the released ``n̂·ε/d`` is below this (public; d <= COORD_NARROW_D).
 COORD_SAMPLE = 2500
-#: Only for d <= this (public). At d >= 3 only from ``n̂·ε/d >=`` :data:`COORD_WIDE_MIN`.
-#: (Before the untied spread and COORD_LEVELS = 6 this was 2: at d = 3, n = 300 the plan measured
-#: 3.2× the oracle, ⊥ 6/20; the lattice {0..6}³ at n = 6000 looked "7 SE off", which was the
-#: sum's Laplace tail, not a bias: at ε = 100 the plan is within 0.04 SE there.)
-COORD_DMAX = 5
-#: For d > COORD_NARROW_D the plan needs ``n̂·ε/d >=`` this (public), else the FriendlyCore plans
-#: run: the spread step's utility margin is about ``0.0475·n̂ε/d`` noise scales against hundreds
-#: of flat-prior candidates, and below about 150 some coordinate's spread is often far off (N(7, 1),
-#: ε = 1, 20 runs × 5 seeds, median worst-coordinate error: d = 3, n = 300: 27–802 SE (the oracle
-#: about 4); n = 450: 6.7–10.5; d = 5, n = 750: 12–18). A narrower prior (flat ±3 octaves) fixed
-#: n = 300 for data near unit scale but put data in units of 1e-6 10⁶ SE off: not taken.
-COORD_WIDE_MIN = 150
+#: Only for d <= this (public; measured up to d = 20: N(7, 1) and mixed units 1 … 1000 at
+#: n = 1000, 3000, ε = 1, 0.98–1.98× the range oracle, where the isotropic FriendlyCore plans were
+#: 0.16–0.27× on N(7, 1) but 23–61× on mixed units). Was 5, with a lower gate ``n̂·ε/d >= 150``
+#: at d >= 3 (COORD_WIDE_MIN, removed): below it the FriendlyCore plans ran on columns in
+#: different units, 10²–10⁴ SE off on the real tables (diabetes, cars, breast_cancer).
+COORD_DMAX = 20
+#: For d > COORD_NARROW_D the upper gate is COORD_WIDE_MAX instead of COORD_SAMPLE.
 COORD_NARROW_D = 2
 #: ... and below ``n̂·ε/d <`` this (= mean.SCALE_MIN/mean.SHARE_SCALE: from there the FriendlyCore
 #: plan's per-column scale step runs and handles mixed units; measured on the lattice {0..40}³ at
@@ -73,7 +71,19 @@ COORD_MIN_COUNT = 200
 #: Share of ε of the noisy count of rows outside the clipping box.
 COORD_SHARE_OUTSIDE = Fraction(1, 40)
 #: Shares of each coordinate's ε_j: spread, octave cell, refinement levels (together), sum.
-COORD_SHARES = (Fraction(2, 5), Fraction(1, 5), Fraction(3, 20), Fraction(1, 4))
+COORD_SHARES = (Fraction(1, 4), Fraction(1, 4), Fraction(1, 4), Fraction(1, 4))
+#: Share of ε of the selections (one ρ-zCDP group) and of δ for its conversion.
+COORD_SHARE_SELECT = Fraction(3, 5)
+COORD_DELTA_SHARE = Fraction(1, 2)
+#: Refinement until the cell is at most s1/COORD_LEVEL_DIV wide.
+COORD_LEVEL_DIV = 32.0
+#: The plan switches when a refined cell stays wider than this many second spreads.
+COORD_SWITCH_WIDTH = 2.0
+#: A spread candidate ``g_k`` is good when the untied median lies in ``(g_{k−1−tol}, g_k]``: the
+#: released spread is at least the median and at most 2^{tol/4} times it.
+COORD_SPREAD_TOL = 4
+#: The octave cells of step 1 start at ``[−2^{CELL_E_MIN}, 2^{CELL_E_MIN})`` (around 0).
+CELL_E_MIN = -1022
 #: Sensitivity of :func:`spread_utility` (report-noisy-max noise DLap(2·4/ε_s)).
 SPREAD_SENSITIVITY = 4
 #: Clipping half-width in released spreads (``R_j = K·s_j``, about 6.7σ for Gaussian data: the
@@ -94,6 +104,8 @@ GRID_K = np.arange(-3600, 3201)
 PRIOR_POWER = 1.5
 #: The base measure is flat within this many octaves of its centre.
 PRIOR_FLAT = 20
+#: The spread steps' base measure around 2⁰ is this much (ln) below the one around the anchor.
+SPREAD_PRIOR_ZERO = 0.0
 
 #: The smallest ε one step may get (the clipped sum's sampler, ``grid_laplace_integers``, takes
 #: ε >= 2⁻⁴⁰): below, the coordinate plan is not among the plans (:func:`plan_possible`).
@@ -123,6 +135,23 @@ def spread_utility(counts: np.ndarray, n_hat: int) -> np.ndarray:
     from .mean import untied_scale_utility
 
     return untied_scale_utility(counts, n_hat)
+
+
+def centred_spread_utility(below_hi: np.ndarray, below_lo: np.ndarray, n: int) -> np.ndarray:
+    """The spread steps' utility from ``C_k = #{c − g_k <= x < c + g_k}`` (``below_hi − below_lo``,
+    :meth:`~privagg.engines.base.PointSource.below_counts` at the edges ``c ± g_k`` of the grid
+    ``g``, nested in k): twice the interval utility of the median of the UNTIED distances to the
+    released center ``c`` (``Z = C_0``: the rows within the grid's bottom 2⁻⁹⁰⁰ of ``c``, tied),
+    ``u_k = −max(0, n + Z − 2C_k, 2C_{k−1} − n − Z)`` (``C_{−1} := 0``, ``n`` the true count).
+    Adding a row moves n by 1, Z by z, every C_k by c_k with ``z <= c_{k−1} <= c_k`` (tied ⇒ inside
+    every interval), so each term by 1 + z − 2c_k, resp. 2c_{k−1} − 1 − z, both in {−1, 0, 1}:
+    sensitivity 1 (docs/proofs/mean.md §11; the pair utility of :func:`spread_utility` needs 4)."""
+    c = np.asarray(below_hi, dtype=np.int64) - np.asarray(below_lo, dtype=np.int64)
+    t2 = np.int64(n) + c[..., :1]
+    j = 1 + COORD_SPREAD_TOL
+    below = np.zeros_like(c)  # C_{k−1−tol}, 0 below the grid (then 2·0 − n − Z < 0: never binds)
+    below[..., j:] = c[..., :-j]
+    return -np.maximum(np.maximum(t2 - 2 * c, 2 * below - t2), 0)
 
 
 def _octave(v: np.ndarray) -> np.ndarray:
@@ -210,91 +239,189 @@ def levels_needed(width: np.ndarray, spread: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(lv), lv, 10**6).astype(np.int64)
 
 
-def coordinate_shares(epsilon: Fraction, d: int) -> tuple[Fraction, Fraction, tuple[Fraction, ...]]:
-    """``(ε_n, ε_out, per-coordinate step budgets)`` (spread, octave cell, all refinement levels
-    together, clipped sum); ``ε_n + ε_out + d·Σ steps = ε`` exactly."""
-    from .mean import _SHARE_COUNT
+@dataclass(frozen=True)
+class CoordinateBudget:
+    """The public budget of the plan at ``(ε, δ, d)`` (:func:`coordinate_budget`)."""
+
+    eps_n: Fraction  #: the count (pure)
+    eps_out: Fraction  #: the noisy count of rows outside the box (pure)
+    eps_sel: Fraction  #: the selections as one group: (eps_sel, delta_sel)-DP via ρ-zCDP
+    delta_sel: Fraction
+    rho: Fraction  #: ρ = rho_for(eps_sel, delta_sel), split evenly over the d columns
+    eps_sum: Fraction  #: each column's clipped sum (pure discrete Laplace)
+    e_cell: Fraction  #: exponential-mechanism ε of the octave cell (per column)
+    e_s1: Fraction  #: ... of the first spread
+    rho_levels: Fraction  #: ρ of all refinement levels of a column together (split over L_j)
+    e_s2: Fraction  #: ... of the second spread
+
+    def level_epsilon(self, levels: int) -> Fraction:
+        """The exponential mechanism's ε of each of ``levels`` refinement levels."""
+        return em_epsilon(self.rho_levels / max(int(levels), 1))
+
+
+def em_epsilon(rho: Fraction) -> Fraction:
+    """The largest float ε (as a Fraction) with ``ε²/8 <= ρ``: the exponential mechanism at ε is
+    ``ε²/8``-zCDP (0 for ρ = 0)."""
+    if rho <= 0:
+        return Fraction(0)
+    e = math.sqrt(8.0 * float(rho))
+    while e > 0 and Fraction(e) ** 2 > 8 * rho:
+        e = math.nextafter(e, 0.0)
+    return Fraction(e)
+
+
+@functools.lru_cache(maxsize=256)
+def _budget(epsilon: Fraction, delta: Fraction, d: int) -> CoordinateBudget:
+    from .mean import _SHARE_COUNT, rho_for
 
     eps_n = epsilon * _SHARE_COUNT
     eps_out = epsilon * COORD_SHARE_OUTSIDE
-    per = (epsilon - eps_n - eps_out) / d
-    return eps_n, eps_out, tuple(per * s for s in COORD_SHARES)
+    eps_sel = epsilon * COORD_SHARE_SELECT
+    delta_sel = delta * COORD_DELTA_SHARE
+    rho = rho_for(eps_sel, delta_sel)
+    eps_sum = (epsilon - eps_n - eps_out - eps_sel) / d
+    rho_j = rho / d
+    a_cell, a_s1, a_lv, a_s2 = COORD_SHARES
+    return CoordinateBudget(eps_n, eps_out, eps_sel, delta_sel, rho, eps_sum, em_epsilon(rho_j * a_cell),
+                            em_epsilon(rho_j * a_s1), rho_j * a_lv, em_epsilon(rho_j * a_s2))
 
 
-def switch_epsilon(epsilon: Fraction) -> Fraction:
-    """The ε left for the FriendlyCore plan when the coordinate plan switches (after the count,
-    the spreads and the octave cells of all d coordinates; independent of d)."""
-    eps_n, eps_out, _ = coordinate_shares(epsilon, 1)
-    return epsilon - eps_n - (epsilon - eps_n - eps_out) * (COORD_SHARES[0] + COORD_SHARES[1])
+def coordinate_budget(epsilon: Any, delta: Any, d: int) -> CoordinateBudget:
+    """The plan's budget (public: ε, δ, d). ``ε_n = ε/40`` (count), ``ε_out = ε/40``, the
+    selections (:data:`COORD_SHARE_SELECT` of ε, with ``δ_sel = δ·COORD_DELTA_SHARE``) as one
+    group of ρ-zCDP exponential mechanisms, ``ρ = rho_for(ε_sel, δ_sel)``, ``ρ/d`` per column split
+    by :data:`COORD_SHARES` (cell, first spread, all levels, second spread); each column's clipped
+    sum gets the pure ``(ε − ε_n − ε_out − ε_sel)/d``. docs/proofs/mean.md §11."""
+    from .mean import _frac
+
+    return _budget(_frac(epsilon), _frac(delta), int(d))
+
+
+def coordinate_loss(epsilon: Any, delta: Any) -> tuple[Fraction, Fraction]:
+    """The (ε, δ) of the plan when it does not switch (independent of d): ``ε − ε_sel +
+    zcdp_to_epsilon(ρ, δ_sel) <= ε`` and ``δ_sel``."""
+    from ..accounting import zcdp_to_epsilon
+
+    b = coordinate_budget(epsilon, delta, 1)
+    eps = b.eps_n + b.eps_out + b.eps_sum
+    return eps + zcdp_to_epsilon(b.rho, b.delta_sel), b.delta_sel
+
+
+def switch_budget(epsilon: Any, delta: Any) -> tuple[Fraction, Fraction, Fraction, Fraction]:
+    """``(ε_spent, δ_spent, ε_rest, δ_rest)`` when the plan switches to the FriendlyCore plan (after
+    some of its selections; the whole selection group is charged): spent ``ε_n + zcdp_to_epsilon(ρ,
+    δ_sel)``, ``δ_sel``; the FriendlyCore plan runs at ``(ε − ε_n − ε_sel, δ − δ_sel)``."""
+    from ..accounting import zcdp_to_epsilon
+    from .mean import _frac
+
+    b = coordinate_budget(epsilon, delta, 1)
+    eps, dlt = _frac(epsilon), _frac(delta)
+    return (b.eps_n + zcdp_to_epsilon(b.rho, b.delta_sel), b.delta_sel,
+            eps - b.eps_n - b.eps_sel, dlt - b.delta_sel)
+
+
+def switch_epsilon(epsilon: Fraction, delta: Any = Fraction(1, 10**6)) -> Fraction:
+    """The ε left for the FriendlyCore plan when the coordinate plan switches (:func:`switch_budget`)."""
+    return switch_budget(epsilon, delta)[2]
 
 
 def smallest_step_epsilon(epsilon: Fraction) -> Fraction:
-    """The smallest ε of any step of the plan at ``d = COORD_DMAX`` (one of ``COORD_LEVELS``
-    refinement levels, or a smaller share): a function of ε only (public)."""
-    _, eps_out, shares = coordinate_shares(epsilon, max(COORD_DMAX, 1))
-    return min(eps_out, *shares[:2], shares[2] / max(COORD_LEVELS, 1), shares[3])
+    """The smallest pure ε of the plan's Laplace steps at ``d = COORD_DMAX`` (the outside count and
+    a clipped sum): a function of ε only (public)."""
+    from .mean import _SHARE_COUNT
+
+    eps_sum = epsilon * (1 - _SHARE_COUNT - COORD_SHARE_OUTSIDE - COORD_SHARE_SELECT) / max(COORD_DMAX, 1)
+    return min(epsilon * COORD_SHARE_OUTSIDE, eps_sum)
 
 
 def plan_runs(n_hat: int, epsilon: Fraction, d: int) -> bool:
     """Whether the released ``n̂`` selects the coordinate plan (public: n̂, ε, d only):
-    ``d <= COORD_DMAX``, ``n̂·ε < COORD_SAMPLE·d`` and, for ``d > COORD_NARROW_D``,
-    ``COORD_WIDE_MIN·d <= n̂·ε < COORD_WIDE_MAX·d`` (outside it the FriendlyCore plans, not ⊥)."""
+    ``d <= COORD_DMAX`` and ``n̂·ε < COORD_SAMPLE·d`` (d <= COORD_NARROW_D) or ``n̂·ε <
+    COORD_WIDE_MAX·d`` (d > COORD_NARROW_D); above, the FriendlyCore plans (with their per-column
+    scale step) run; below ``max(COORD_MIN·d, COORD_MIN_COUNT)/ε`` the plan releases ⊥."""
     n_eps = n_hat * epsilon
-    return (d <= COORD_DMAX and n_eps < COORD_SAMPLE * d
-            and (d <= COORD_NARROW_D or COORD_WIDE_MIN * d <= n_eps < COORD_WIDE_MAX * d))
+    top = COORD_SAMPLE if d <= COORD_NARROW_D else COORD_WIDE_MAX
+    return d <= COORD_DMAX and n_eps < top * d
 
 
-def plan_possible(epsilon: Fraction) -> bool:
-    """Whether every step of the plan gets at least :data:`STEP_EPS_MIN` (public: ε only). Without
-    it a tiny ε (about 2⁻³⁸ … 2⁻⁵⁸, where ``n̂ >= COORD_MIN·d/ε`` still happens through the
-    count's noise) made the clipped sum raise ParameterError after the charge."""
-    return smallest_step_epsilon(epsilon) >= STEP_EPS_MIN
+def plan_possible(epsilon: Fraction, delta: Any = Fraction(1, 10**6)) -> bool:
+    """Whether every Laplace step of the plan gets at least :data:`STEP_EPS_MIN` and every
+    selection a positive ε (public: ε, δ only). Without the floor a tiny ε (about 2⁻³⁸ … 2⁻⁵⁸,
+    where ``n̂ >= COORD_MIN·d/ε`` still happens through the count's noise) made the clipped sum
+    raise ParameterError after the charge."""
+    if smallest_step_epsilon(epsilon) < STEP_EPS_MIN:
+        return False
+    b = coordinate_budget(epsilon, delta, max(COORD_DMAX, 1))
+    return min(b.e_cell, b.e_s1, b.e_s2, b.level_epsilon(COORD_LEVELS)) > 0
 
 
-def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Generator
-                    ) -> dict[str, Any] | None:
-    """Steps 1–4 of the module docstring on the finite rows ``x`` (n, d) — an array or a
+def spread_log_prior(anchor: np.ndarray) -> np.ndarray:
+    """Offsets (``ln`` base measure) over the spread grid for each column: flat within
+    :data:`PRIOR_FLAT` octaves of 2⁰ or of the column's public ``anchor`` octave (the larger of the
+    two :func:`log_prior` values), (d, grid) float64."""
+    octs = np.floor(GRID_K / 4.0)[None, :]
+    a = np.asarray(anchor, dtype=np.float64)[:, None]
+    return np.maximum(log_prior(octs, 0.0) - SPREAD_PRIOR_ZERO, log_prior(octs, a))
+
+
+def cell_log_prior(oct_: np.ndarray, e_min: int) -> np.ndarray:
+    """Offsets over the octave cells: :func:`log_prior` centred at 2⁰, and the central cell
+    ``[−2^{e_min}, 2^{e_min})`` (around 0, octave ``e_min − 1``) as if it were at octave 0."""
+    return log_prior(np.where(oct_ == e_min - 1, 0.0, oct_), 0.0)
+
+
+def centred_spread(source: Any, center: np.ndarray, n: int, eps: Fraction, anchor: np.ndarray,
+                   gen: np.random.Generator) -> np.ndarray:
+    """A spread step (docs/proofs/mean.md §11): per column, the exponential mechanism (Δ = 1) on
+    :func:`centred_spread_utility` around the released ``center`` over :func:`positive_grid`,
+    base measure :func:`spread_log_prior` ``(anchor)``; one pass over the data."""
+    grid = positive_grid()
+    d = center.size
+    with np.errstate(over="ignore", invalid="ignore"):
+        edges = [np.concatenate([center[j] - grid, center[j] + grid]) for j in range(d)]  # over columns
+    below = source.below_counts(edges)
+    util = np.stack([centred_spread_utility(below[j][grid.size:], below[j][: grid.size], n)
+                     for j in range(d)])  # over columns
+    return grid[exponential_mechanism(util, base_measure(spread_log_prior(anchor)), eps, gen)]
+
+
+def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Generator,
+                    delta: Any = Fraction(1, 10**6), may_switch: bool = True) -> dict[str, Any] | None:
+    """Steps 1–5 of the module docstring on the finite rows ``x`` (n, d) — an array or a
     :class:`~privagg.engines.base.PointSource` (every data access is one of its methods, so an
     engine returns the same integers and the release has the same law) — given the released
-    ``n̂ >= 1``. Returns the released values (mean, center, spreads, radii, outside count, and the
-    public noise description for the confidence intervals), or None after steps 1–2 when a
-    coordinate needs more than :data:`COORD_LEVELS` refinement levels (the caller then switches
-    to the FriendlyCore plan with :func:`switch_epsilon`)."""
-    from .mean import (_finite, _grid_up, _noisy_clipped_release, _source, _sum_exponent,
-                       row_keys)
+    ``n̂ >= 1``, with :func:`coordinate_budget` ``(ε, δ, d)``. Returns the released values (mean,
+    center, spreads, radii, outside count, and the public noise description for the confidence
+    intervals), or None when a coordinate needs more than :data:`COORD_LEVELS` refinement levels
+    or its refined cell stays wider than :data:`COORD_SWITCH_WIDTH` second spreads (data far from
+    0 relative to their spread: the caller then switches to the FriendlyCore plan with
+    :func:`switch_budget`). With ``may_switch=False`` (public: the caller's choice from n̂, when
+    the switched plan could not release) it never returns None: at most COORD_LEVELS levels."""
+    from .mean import _finite, _grid_up, _noisy_clipped_release, _source, _sum_exponent
 
     source = _source(x)
     n, d = source.count(), source.d
-    _, eps_out, (e_s, e_o, e_l, e_sum) = coordinate_shares(epsilon, d)
-    # 1. spread: the median of the untied |x_a − x_b| over consecutive pairs (sensitivity 4)
-    grid_p = positive_grid()
-    counts = source.pair_quantile_counts(row_keys(d, gen), grid_p)
-    util = spread_utility(counts, n_hat)  # the cell holding the untied median (§11)
-    off = float(2 * SPREAD_SENSITIVITY / e_s) * log_prior(np.floor(GRID_K / 4.0), 0.0)
-    spread = grid_p[noisy_max(util, off[None, :], e_s, gen, sensitivity=SPREAD_SENSITIVITY)]
-    # 2. octave cell (cell utility, prior centred at the spread's octave)
-    e_min = (_octave(spread) + 1).astype(np.int64)  # cells at least about twice the spread wide
-    cells = [octave_cells(int(e)) for e in e_min.tolist()]
-    below = source.below_counts([np.concatenate([c[0], c[1]]) for c in cells])  # one pass, d columns
-    util, off = [], []
-    for j in range(d):  # over columns
-        lo, hi, oct_ = cells[j]
-        util.append(cell_utility_of_counts(below[j][: lo.size], below[j][lo.size :], n))
-        off.append(float(2 / e_o) * log_prior(oct_, float(e_min[j] - 1)))
-    width = max(u.size for u in util)
-    util = np.stack([np.pad(u, (0, width - u.size), constant_values=-(10**18)) for u in util])
-    off = np.stack([np.pad(o, (0, width - o.size)) for o in off])
-    pick = noisy_max(util, off, e_o, gen)
-    a = np.array([c[0][k] for c, k in zip(cells, pick.tolist())])  # over columns
-    b = np.array([c[1][k] for c, k in zip(cells, pick.tolist())])
+    bud = coordinate_budget(epsilon, delta, d)
+    # 1. octave cell of a median (cell utility, Δ = 1), the same public partition for every column
+    lo, hi, oct_ = octave_cells(CELL_E_MIN)
+    below = source.below_counts([np.concatenate([lo, hi])] * d)  # one pass, d columns
+    util = np.stack([cell_utility_of_counts(b[: lo.size], b[lo.size :], n) for b in below])
+    pick = exponential_mechanism(util, base_measure(cell_log_prior(oct_, CELL_E_MIN)), bud.e_cell, gen)
+    a, b = lo[pick].copy(), hi[pick].copy()
+    with np.errstate(invalid="ignore", over="ignore"):
+        c1 = np.where(np.isfinite(b - a), a + (b - a) / 2, a)
+    # 2. first spread: the untied median of |x − c1| (Δ = 1), base measure around 2⁰ and c1's octave
+    s1 = centred_spread(source, c1, n, bud.e_s1, _octave(c1), gen)
     with np.errstate(over="ignore"):
-        levels = levels_needed(b - a, spread)
+        levels = levels_needed(b - a, s1 / COORD_LEVEL_DIV)
     if int(levels.max()) > COORD_LEVELS:
-        return None
-    # 3. refinement: COORD_BRANCH subcells (and one more on each side) per level
+        if may_switch:
+            return None
+        levels = np.minimum(levels, COORD_LEVELS)
+    # 3. refinement: COORD_BRANCH subcells (and one more on each side) per level, to s1/32 wide
     steps = np.arange(-1, COORD_BRANCH + 1, dtype=np.float64)
     for j in range(d):  # over columns
-        e_lv = e_l / int(levels[j]) if levels[j] else e_l
+        e_lv = bud.level_epsilon(int(levels[j]))
         for _ in range(int(levels[j])):  # at most COORD_LEVELS
             w = (b[j] - a[j]) / COORD_BRANCH
             sub_lo = a[j] + steps[:-1] * w
@@ -302,24 +429,147 @@ def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Genera
             edges = [np.concatenate([sub_lo, sub_hi]) if i == j else np.zeros(0) for i in range(d)]
             bl = source.below_counts(edges)[j]
             util_j = cell_utility_of_counts(bl[: sub_lo.size], bl[sub_lo.size :], n)
-            k = noisy_max(util_j[None, :], np.zeros(1), e_lv, gen)[0]
+            k = exponential_mechanism(util_j[None, :], np.ones(1, np.int64), e_lv, gen)[0]
             a[j], b[j] = sub_lo[k], sub_hi[k]
-    center = _finite(a + (b - a) / 2)
-    # 4. clipped sums, one coordinate at a time (discrete Laplace, ε-DP each)
+    refined = levels > 0
+    center = _finite(np.where(refined, a + (b - a) / 2, c1))
+    # 4. second spread around the refined center (columns with L_j >= 1; the others' center did
+    #    not move: their first spread stays)
+    spread = s1
+    if refined.any():
+        s2 = centred_spread(source, center, n, bud.e_s2, _octave(s1), gen)
+        spread = np.where(refined, s2, s1)
+        with np.errstate(over="ignore", invalid="ignore"):
+            if may_switch and bool(np.any(refined & ((b - a) > COORD_SWITCH_WIDTH * s2))):
+                return None  # the center is not resolved at the data's spread: far data
+    # 5. clipped sums, one coordinate at a time (discrete Laplace, ε_sum-DP each)
     radii = np.array([_grid_up(COORD_K * s) for s in spread.tolist()])
     mean = np.empty(d)
     params, steps_g = np.empty(d), np.empty(d)
     for j in range(d):  # over columns
-        rel = _noisy_clipped_release(source.column(j), center[j : j + 1], float(radii[j]), e_sum,
+        rel = _noisy_clipped_release(source.column(j), center[j : j + 1], float(radii[j]), bud.eps_sum,
                                      _LAPLACE, gen)
         mean[j] = _finite(center[j] + rel.values[0] / n_hat)
         params[j], steps_g[j] = float(rel.noise_grid), rel.step
     # noisy count of the rows beyond the box (any coordinate): sensitivity 1
     out_rows = source.outside_count(center, radii)
-    outside = out_rows + int(discrete_laplace(1 / eps_out, rng=gen))
-    q = math.exp(-float(eps_out))
+    outside = out_rows + int(discrete_laplace(1 / bud.eps_out, rng=gen))
+    q = math.exp(-float(bud.eps_out))
     h = np.ldexp(1.0, [_sum_exponent(float(r)) for r in radii])
     return {"mean": mean, "center": center, "spread": spread, "radii": radii,
             "outside": float(outside), "outside_sd": math.sqrt(2.0 * q) / (1.0 - q),
             "noise": ("laplace-coordinate", params, steps_g, None,
                       h / 2.0 + 8.0 * 2.0**-53 * radii, steps_g)}
+
+
+# ------------------------------------------------------------------ the exponential mechanism
+#: Precision (bits) of the first enclosures of the exponential mechanism's weights.
+EM_PRECISION = 128
+
+
+def base_measure(log_prior_values: np.ndarray) -> np.ndarray:
+    """Public integer weights ``μ_k = max(1, ⌊2^30·exp(ln prior_k − max ln prior)⌋)`` from public
+    log-prior values (float64): the exponential mechanism's base measure (int64, >= 1). Any
+    data-independent μ gives the same privacy guarantee; integers make the sampler exact."""
+    lp = np.asarray(log_prior_values, dtype=np.float64)
+    lp = lp - lp.max(axis=-1, keepdims=True)
+    return np.maximum(1, np.floor(np.exp2(30.0 + lp / math.log(2.0)))).astype(np.int64)
+
+
+def _level_enclosures(levels: list[int], num: int, den: int, prec: int) -> list[tuple[int, int]]:
+    """Enclosures of ``exp(−num·g/den)·2^prec`` for the ascending integers ``g`` of ``levels``
+    (products of certified steps ``exp(−num·(g_i − g_{i−1})/den)``; each a valid enclosure)."""
+    from ..noise._exact import exp_neg_fixed, mul_iv
+
+    out, cache, cur, prev = [], {}, (1 << prec, 1 << prec), 0
+    for g in levels:  # over the distinct utility levels (at most n + 1), not over records
+        step = g - prev
+        if step:
+            if step not in cache:
+                cache[step] = exp_neg_fixed(num * step, den, prec)
+            cur = mul_iv(cur, cache[step], prec)
+        out.append(cur)
+        prev = g
+    return out
+
+
+class _LevelTable:
+    """Exact draws of an index ``i`` with ``P(i) ∝ mass_i·exp(−num·levels_i/den)`` (``levels``
+    ascending from 0, ``mass_i >= 1`` integers): inverse CDF against a lazily extended uniform
+    ``U``, with certified enclosures of the cumulative weights (cached per precision); a decision
+    is made only when the enclosures separate ``U·total`` from the cumulative sums, else the
+    precision and the bits of ``U`` are doubled (docs/proofs/mean.md §11). At the first precision
+    the levels whose weight is below ``2^−(prec+64)`` of the first level's enter as one bucket
+    bounded by ``[0, 1]·2^−prec`` (a public speed-up: it only makes the enclosures wider)."""
+
+    def __init__(self, mass: list[int], levels: list[int], num: int, den: int) -> None:
+        self.mass, self.levels, self.num, self.den = mass, levels, num, den
+        self.cut_g = math.ceil((EM_PRECISION + 64 + sum(mass).bit_length()) * math.log(2.0) * den / num) + 1
+        self._cache: dict[int, tuple[list[int], list[int], int, int]] = {}
+
+    def _cumulative(self, prec: int) -> tuple[list[int], list[int], int, int]:
+        if prec not in self._cache:
+            from ..noise._exact import ceil_div
+
+            k = (len(self.levels) if prec > EM_PRECISION
+                 else bisect.bisect_right(self.levels, self.cut_g))
+            c_lo, c_hi, lo_acc, hi_acc = [], [], 0, 0
+            for m, (lo, hi) in zip(self.mass[:k], _level_enclosures(self.levels[:k], self.num, self.den, prec)):
+                lo_acc += m * lo  # over levels
+                hi_acc += m * hi
+                c_lo.append(lo_acc)
+                c_hi.append(hi_acc)
+            tail = sum(self.mass[k:])  # each weight <= 2^-(64 + bits(total mass)) · 2^prec
+            t_hi = hi_acc + (ceil_div(tail << prec, 1 << (prec + 64)) + 1 if tail else 0)
+            self._cache[prec] = (c_lo, c_hi, lo_acc, t_hi)
+        return self._cache[prec]
+
+    def draw(self, gen: np.random.Generator) -> int:
+        from ..noise._tables import random_words
+
+        prec, ubits = EM_PRECISION, EM_PRECISION + 64
+        u = 0
+        for w in random_words(gen, ubits // 64).tolist():
+            u = (u << 64) | int(w)
+        while True:
+            c_lo, c_hi, t_lo, t_hi = self._cumulative(prec)
+            # U·total·2^prec lies in [u·t_lo, (u + 1)·t_hi] / 2^ubits; C_j·2^prec in [c_lo_j, c_hi_j]
+            x_lo, x_hi = u * t_lo, (u + 1) * t_hi
+            j = bisect.bisect_right(c_hi, x_lo >> ubits)  # the first j with c_hi_j·2^ubits > x_lo
+            if j < len(c_lo) and x_hi <= c_lo[j] << ubits:
+                return j
+            # undecided (or in the tail bucket): more precision, more bits of U, every level exact
+            if prec >= (1 << 14):  # pragma: no cover - enclosures always separate (measure zero)
+                raise ArithmeticError("exponential mechanism: enclosures did not separate")
+            for w in random_words(gen, ubits // 64).tolist():
+                u = (u << 64) | int(w)
+            prec, ubits = 2 * prec, 2 * ubits
+
+
+def exponential_mechanism(utility: np.ndarray, mu: np.ndarray, eps: Fraction,
+                          gen: np.random.Generator, size: int | None = None) -> np.ndarray:
+    """Per row of the integer ``utility`` (d, K) (sensitivity 1): an exact draw of ``k`` with
+    ``P(k) ∝ μ_k·exp(ε·u_k/2)`` (``mu`` public int64 weights >= 1, broadcast to (d, K)); ``size``
+    independent draws per row (shape (d, size)) when given (audits). ε-DP, and ``ε²/8``-zCDP per
+    row: it is ε-bounded-range (Durfee & Rogers 2019; Cesar & Rogers 2021; docs/proofs/mean.md
+    §11). The candidates are grouped by utility level (loops over rows, distinct levels and draws
+    only, never over records)."""
+    u = np.asarray(utility, dtype=np.int64)
+    mu = np.broadcast_to(np.asarray(mu, dtype=np.int64), u.shape)
+    num, den = eps.numerator, 2 * eps.denominator  # exp(ε·u/2) = exp(−num·g/den)·const
+    draws = 1 if size is None else int(size)
+    out = np.empty((u.shape[0], draws), dtype=np.int64)
+    for r in range(u.shape[0]):  # over columns
+        g = int(u[r].max()) - u[r]
+        levels, inv = np.unique(g, return_inverse=True)
+        mass = np.zeros(levels.size, dtype=np.int64)
+        np.add.at(mass, inv, mu[r])
+        table = _LevelTable(mass.tolist(), levels.tolist(), num, den)
+        order = np.argsort(inv, kind="stable")  # candidates grouped by level, in index order
+        cum = np.cumsum(mu[r][order])
+        starts = np.concatenate([[0], np.cumsum(mass)[:-1]])
+        for t in range(draws):  # one draw in production
+            i = table.draw(gen)
+            pick = int(starts[i]) + int(gen.integers(0, int(mass[i])))  # μ-weighted within level i
+            out[r, t] = order[int(np.searchsorted(cum, pick, side="right"))]
+    return out[:, 0] if size is None else out
