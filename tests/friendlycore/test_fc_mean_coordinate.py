@@ -69,24 +69,28 @@ def test_octave_cells_partition_the_floats():
 
 def test_budget_known_answers_and_charge():
     """The public budget at (ε, δ, d) = (1, 10⁻⁶, 3) (docs/proofs/mean.md §11): count and outside
-    count ε/40 each, the selections 3/5 of ε as one zCDP group converted at δ/2, each column's
-    sum (1 − 1/20 − 3/5)/3 = 7/60; every exponential mechanism's ε²/8 within its share of ρ/d."""
+    count ε/40 each, the selections 1/2 of ε (3/5 when n̂·ε/d < COORD_LOW = 50) as one zCDP group
+    converted at δ/2, each column's sum (1 − 1/20 − 1/2)/3 = 3/20 (7/60); every exponential
+    mechanism's ε²/8 within its quarter of ρ/d; a switch leaves (1 − 1/40 − ε_sel, δ/2)."""
     from privagg.accounting import zcdp_to_epsilon
     from privagg.mechanisms.mean import rho_for
 
     one, dlt = Fraction(1), Fraction(1, 10**6)
-    b = S.coordinate_budget(one, dlt, 3)
-    assert (b.eps_n, b.eps_out, b.eps_sel, b.delta_sel) == (Fraction(1, 40), Fraction(1, 40), Fraction(3, 5), dlt / 2)
-    assert b.eps_sum == Fraction(7, 60) and b.eps_n + b.eps_out + b.eps_sel + 3 * b.eps_sum == 1
-    assert b.rho == rho_for(Fraction(3, 5), dlt / 2) and zcdp_to_epsilon(b.rho, dlt / 2) <= Fraction(3, 5)
-    per = b.rho / 3 / 4  # COORD_SHARES: a quarter each of ρ/d
-    for e in (b.e_cell, b.e_s1, b.e_s2):
-        assert e * e / 8 <= per and float(e) > 0.99 * math.sqrt(8 * float(per))
-    assert b.rho_levels == per and 2 * b.level_epsilon(2) ** 2 / 8 <= per
-    eps_c, dlt_c = S.coordinate_loss(one, dlt)
-    assert eps_c <= 1 and dlt_c == dlt / 2
-    spent_e, spent_d, rest_e, rest_d = S.switch_budget(one, dlt)
-    assert (rest_e, rest_d) == (Fraction(3, 8), dlt / 2) and spent_e <= one - rest_e
+    assert S.low_sample(149, one, 3) and not S.low_sample(150, one, 3)
+    for low, sel, eps_sum, rest in ((False, Fraction(1, 2), Fraction(3, 20), Fraction(19, 40)),
+                                    (True, Fraction(3, 5), Fraction(7, 60), Fraction(3, 8))):
+        b = S.coordinate_budget(one, dlt, 3, low)
+        assert (b.eps_n, b.eps_out, b.eps_sel, b.delta_sel) == (Fraction(1, 40), Fraction(1, 40), sel, dlt / 2)
+        assert b.eps_sum == eps_sum and b.eps_n + b.eps_out + b.eps_sel + 3 * b.eps_sum == 1
+        assert b.rho == rho_for(sel, dlt / 2) and zcdp_to_epsilon(b.rho, dlt / 2) <= sel
+        per = b.rho / 3 / 4  # COORD_SHARES: a quarter each of ρ/d
+        for e in (b.e_cell, b.e_s1, b.e_s2):
+            assert e * e / 8 <= per and float(e) > 0.99 * math.sqrt(8 * float(per))
+        assert b.rho_levels == per and 2 * b.level_epsilon(2) ** 2 / 8 <= per
+        eps_c, dlt_c = S.coordinate_loss(one, dlt, low)
+        assert eps_c <= 1 and dlt_c == dlt / 2
+        spent_e, spent_d, rest_e, rest_d = S.switch_budget(one, dlt, low)
+        assert (rest_e, rest_d) == (rest, dlt / 2) and spent_e <= one - rest_e and spent_d == dlt / 2
     loss = mean_privacy_loss(1.0, 1e-6, select_radius=True)
     assert loss.epsilon <= 1 and loss.delta <= Fraction(1, 10**6)
 

@@ -59,7 +59,7 @@ def test_plan_runs_is_a_public_gate():
 @pytest.mark.parametrize("d", [3, 5])
 def test_mixed_units_n1000(d):
     """Column scales 1 … 1000 at n = 1000, 10 runs: every run takes the coordinate plan and the
-    median worst-coordinate error is <= 25 SE (measured 2.73 (d = 3) and 7.72 (d = 5) at SEED).
+    median worst-coordinate error is <= 25 SE (measured 2.76 (d = 3) and 5.56 (d = 5) at SEED).
     The sum's noise is discrete Laplace of scale about 2.8 (d = 3) / 4.7 (d = 5) SE per
     coordinate; a median above 25 SE needs >= 5 of 10 runs with some coordinate beyond 5.3 scales
     (p <= 5·e^−5.3 < 0.03 per run: P < 1e-5) or with a missed spread (rare at n̂ε/d >= 150)."""

@@ -402,10 +402,11 @@ def mean_privacy_loss(epsilon: Any, delta: Any, *, calibration: str = "gaussian"
     chosen from the released ``n̂``; adaptive composition bounds each branch by its plan)."""
     plans = _friendly_losses(epsilon, delta, calibration, alpha, select_radius, where)
     if select_radius and coordinate_plan_possible(epsilon, delta):  # the coordinate plan (§11)
-        plans.append(PrivacyLoss.approx(*mean_small.coordinate_loss(epsilon, delta)))  # no switch
-        spent_e, spent_d, rest_e, rest_d = mean_small.switch_budget(epsilon, delta)
-        plans += [PrivacyLoss.approx(spent_e + p.epsilon, spent_d + p.delta)  # switched (basic composition)
-                  for p in _friendly_losses(rest_e, rest_d, calibration, alpha, True, where)]
+        for low in (False, True):  # the selections' share: a function of the released n̂
+            plans.append(PrivacyLoss.approx(*mean_small.coordinate_loss(epsilon, delta, low)))  # no switch
+            spent_e, spent_d, rest_e, rest_d = mean_small.switch_budget(epsilon, delta, low)
+            plans += [PrivacyLoss.approx(spent_e + p.epsilon, spent_d + p.delta)  # switched (basic composition)
+                      for p in _friendly_losses(rest_e, rest_d, calibration, alpha, True, where)]
     return PrivacyLoss.approx(max(p.epsilon for p in plans), max(p.delta for p in plans))
 
 
@@ -422,7 +423,7 @@ def coordinate_plan_possible(epsilon: Any, delta: Any) -> bool:
     switch to FriendlyCore needs the left ε above the floor, each of its Laplace steps at least
     ``mean_small.STEP_EPS_MIN`` and its selections a positive ρ)."""
     eps = _frac(epsilon)
-    return (mean_small.COORD_SAMPLE > 0 and mean_small.switch_budget(eps, delta)[2] >= EPS_MIN
+    return (mean_small.COORD_SAMPLE > 0 and mean_small.switch_epsilon(eps, delta) >= EPS_MIN
             and mean_small.plan_possible(eps, delta))
 
 
@@ -904,7 +905,8 @@ def _private_mean(source: PointSource, epsilon: Any, delta: Any, radius: Any, al
             return bottom(r, f"noisy count n̂ = {n_hat} is below the {math.ceil(need)} rows "
                              f"(max({mean_small.COORD_MIN}·d, {mean_small.COORD_MIN_COUNT})/ε) the "
                              "small-sample plan needs")
-        _, _, rest_e, rest_d = mean_small.switch_budget(epsilon, delta)
+        _, _, rest_e, rest_d = mean_small.switch_budget(
+            epsilon, delta, mean_small.low_sample(n_hat, _frac(epsilon), d))
         # switch only where the switched plan's locate step can release at this n̂ (public)
         fc_need = M_MIN + mean_plan(rest_e, rest_d, calibration=calibration, alpha=alpha,
                                     select_radius=True, small=True, where=where).core_count_shift
