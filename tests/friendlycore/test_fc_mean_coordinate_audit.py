@@ -27,7 +27,6 @@ binned output's loss (the sum's noise dominates) is far below ε, so an audit wo
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 
 import numpy as np

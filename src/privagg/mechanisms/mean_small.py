@@ -2,34 +2,41 @@
 
 Chosen from the released count (public, like every plan switch of ``private_mean``): when
 ``radius=None`` (any engine: in memory or Spark), ``d <=`` :data:`COORD_DMAX` and ``n̂·ε/d <``
-:data:`COORD_SAMPLE`, at ``d > COORD_NARROW_D`` only from ``n̂·ε/d >=`` :data:`COORD_WIDE_MIN`
-(:func:`plan_runs`; ⊥ below ``n̂ < max(COORD_MIN·d, COORD_MIN_COUNT)/ε``), and only when every step gets at least
-:data:`STEP_EPS_MIN` (:func:`plan_possible`, ε >= about 2⁻³⁴). Proof: docs/proofs/mean.md §11. After the
-count ``n̂`` (ε_n = ε/40), ε/40 goes to a noisy count of the rows outside the clipping box and
-``ε_j = (ε − ε/20)/d`` to each coordinate ``j`` (shares :data:`COORD_SHARES`), spent on
+:data:`COORD_SAMPLE` (``d <= COORD_NARROW_D``) or ``<`` :data:`COORD_WIDE_MAX` (``d >= 3``)
+(:func:`plan_runs`; ⊥ below ``n̂ < max(COORD_MIN·d, COORD_MIN_COUNT)/ε``), and only when every
+Laplace step gets at least :data:`STEP_EPS_MIN` (:func:`plan_possible`, ε >= about 2⁻³⁴). Proof:
+docs/proofs/mean.md §11. Budget (:func:`coordinate_budget`, public: ε, δ, d and whether
+``n̂·ε/d < COORD_LOW``): ε/40 for the count ``n̂``, ε/40 for a noisy count of the rows outside the
+clipping box, ``ε_sel`` = :data:`COORD_SHARE_SELECT` of ε (:data:`COORD_SHARE_SELECT_LOW` below
+COORD_LOW) for all the selections as ONE group of exponential mechanisms composed in zCDP
+(``ρ = rho_for(ε_sel, δ/2)``, ``ρ/d`` per column split by :data:`COORD_SHARES`; an exponential
+mechanism at ε is ε²/8-zCDP), and the rest, pure, for the d clipped sums. Per column ``j``:
 
-1. a spread ``s_j`` (location-free): report-noisy-max of :func:`spread_utility`, the doubled
-   interval utility of the median of the UNTIED consecutive-pair distances
-   (:func:`~.mean.untied_scale_utility`) over ``2^{k/4}`` (2⁻⁹⁰⁰ … 2⁸⁰⁰), ``C_k`` the number of
-   consecutive pairs of the keyed row order with ``|x_a − x_b| <= 2^{k/4}`` (sensitivity 4,
-   mean.md §2b), prior :func:`log_prior`;
-2. an octave cell: report-noisy-max of :func:`cell_utility` (sensitivity 1) over the partition
-   :func:`octave_cells` (cells at least about twice ``s_j`` wide), prior centred at ``s_j``'s octave;
-3. ``L_j`` = :func:`levels_needed` refinement levels (a public function of the released cell and
-   spread): each splits the cell into :data:`COORD_BRANCH` subcells (plus one on each side) and
-   picks one by the cell utility; the center is the last cell's midpoint. If some
-   ``L_j > COORD_LEVELS`` (data far from the origin relative to their spread, 1e12 ± 1), nothing
-   more is spent here and the FriendlyCore plan runs with :func:`switch_epsilon` (adaptive
-   composition; :func:`privagg.mechanisms.mean.mean_privacy_loss` takes the max over branches);
-4. the sum of ``x_ij − c_j`` clipped to ``[−R_j, R_j]``, ``R_j = K·s_j`` on the radius grid,
+1. an octave cell (location first): the exponential mechanism (Δ = 1) on :func:`cell_utility`
+   over the public partition :func:`octave_cells` ``(CELL_E_MIN)`` (all of the floats), base
+   measure :func:`cell_log_prior`; ``c1`` its midpoint (0 for the cell around 0);
+2. a first spread ``s1``: the exponential mechanism (Δ = 1) on :func:`centred_spread_utility`,
+   the untied median of ``|x − c1|`` over ``2^{k/4}`` (2⁻⁹⁰⁰ … 2⁸⁰⁰), good within
+   :data:`COORD_SPREAD_TOL` grid steps above the median; base measure :func:`spread_log_prior`
+   (flat around 2⁰ and around ``c1``'s octave);
+3. ``L_j`` = :func:`levels_needed` ``(cell width, s1/COORD_LEVEL_DIV)`` refinement levels (public):
+   each splits the cell into :data:`COORD_BRANCH` subcells (plus one on each side) and picks one
+   (exponential mechanism, cell utility, ρ_levels/L_j each); the center is the last cell's midpoint;
+4. for columns with ``L_j >= 1`` a second spread ``s2`` around the refined center (as step 2);
+5. the sum of ``x_ij − c_j`` clipped to ``[−R_j, R_j]``, ``R_j = K·s_j`` on the radius grid,
    discrete Laplace on its grid (``_noisy_clipped_release`` with d = 1); mean ``c_j + sum_j/n̂``.
 
-Report-noisy-max: ``argmax_c (u(c) + a(c) + ν_c)``, ``ν_c ~ DLap(2Δ/ε_step)`` i.i.d., ``a`` public
-offsets ``(2Δ/ε_step)·ln prior(c)``: ε_step-DP for any data-independent offsets (mean.md §11).
-Vectorized over candidates (sorted column, ``searchsorted``); loops run over the d columns only.
-Every data access is a :class:`~privagg.engines.base.PointSource` method (``pair_quantile_counts``,
-``below_counts``, ``column(j).clipped_integer_sum``, ``outside_count``): exact integers, the same
-in every engine, so the plan and its release law do not depend on where the rows live.
+If some ``L_j > COORD_LEVELS`` or a refined cell stays wider than :data:`COORD_SWITCH_WIDTH`
+second spreads (data far from 0 relative to their spread: 1e6 ± 1), and the FriendlyCore plan could
+release at this n̂, the FriendlyCore plan runs with :func:`switch_budget` (the whole selection
+group charged; basic composition; :func:`privagg.mechanisms.mean.mean_privacy_loss` takes the max
+over branches). The exponential mechanism (:func:`exponential_mechanism`) is sampled exactly
+(integer base measure, certified enclosures of ``exp(−ε·g/2)``, a lazily extended uniform).
+Vectorized over candidates (sorted column, ``searchsorted``); loops run over the d columns, the
+distinct utility levels and the refinement levels only. Every data access is a
+:class:`~privagg.engines.base.PointSource` method (``below_counts``,
+``column(j).clipped_integer_sum``, ``outside_count``): exact integers, the same in every engine,
+so the plan and its release law do not depend on where the rows live.
 """
 
 from __future__ import annotations
@@ -70,7 +77,7 @@ COORD_MIN = 20
 COORD_MIN_COUNT = 200
 #: Share of ε of the noisy count of rows outside the clipping box.
 COORD_SHARE_OUTSIDE = Fraction(1, 40)
-#: Shares of each coordinate's ε_j: spread, octave cell, refinement levels (together), sum.
+#: Shares of each column's ρ/d: octave cell, first spread, all refinement levels, second spread.
 COORD_SHARES = (Fraction(1, 4), Fraction(1, 4), Fraction(1, 4), Fraction(1, 4))
 #: Share of ε of the selections (one ρ-zCDP group) and of δ for its conversion; below
 #: ``n̂·ε/d < COORD_LOW`` (public) the selections get COORD_SHARE_SELECT_LOW (measured, 40 runs,
@@ -80,22 +87,25 @@ COORD_SHARE_SELECT = Fraction(1, 2)
 COORD_SHARE_SELECT_LOW = Fraction(3, 5)
 COORD_LOW = 50
 COORD_DELTA_SHARE = Fraction(1, 2)
-#: Refinement until the cell is at most s1/COORD_LEVEL_DIV wide.
+#: Refinement until the cell is at most s1/COORD_LEVEL_DIV wide (s1 includes the first center's
+#: offset from the data, so the refined cell must be far below it: 1 – 2 levels on N(7, 1), 2 on
+#: 290 ± 5 and on 2000 ± 10).
 COORD_LEVEL_DIV = 32.0
-#: The plan switches when a refined cell stays wider than this many second spreads.
+#: The plan switches when a refined cell stays wider than this many second spreads: for data much
+#: narrower than the cell the second spread is the center's offset, at most half the cell.
 COORD_SWITCH_WIDTH = 2.0
 #: A spread candidate ``g_k`` is good when the untied median lies in ``(g_{k−1−tol}, g_k]``: the
 #: released spread is at least the median and at most 2^{tol/4} times it.
 COORD_SPREAD_TOL = 4
 #: The octave cells of step 1 start at ``[−2^{CELL_E_MIN}, 2^{CELL_E_MIN})`` (around 0).
 CELL_E_MIN = -1022
-#: Sensitivity of :func:`spread_utility` (report-noisy-max noise DLap(2·4/ε_s)).
-SPREAD_SENSITIVITY = 4
-#: Clipping half-width in released spreads (``R_j = K·s_j``, about 6.7σ for Gaussian data: the
-#: median pair distance is about 0.95σ; for the lattice {0..6} (s = 2) about 5 half-ranges).
+#: Clipping half-width in released spreads (``R_j = K·s_j``; ``s_j`` is 1 … 2^(5/4) times the
+#: untied median distance to the center, about 0.67σ for Gaussian data: R about 4.7σ … 11σ).
+#: Measured against K = 8 and 10 (40 runs; N(7, 1), Exp(1), lattice, diabetes, cars): 7 was best
+#: or within the runs' noise everywhere.
 COORD_K = 7.0
 #: Subcells per refinement level, and the most levels the plan runs before it switches to the
-#: FriendlyCore plan (a chosen cell at most ``COORD_BRANCH^COORD_LEVELS`` spreads wide).
+#: FriendlyCore plan (when that plan cannot release at n̂, it runs COORD_LEVELS levels instead).
 COORD_BRANCH = 32
 COORD_LEVELS = 6
 #: Exponents ``k`` of the spread grid ``2^{k/4}``: 2⁻⁹⁰⁰ … 2⁸⁰⁰ (public). Bounded so that every
@@ -109,8 +119,6 @@ GRID_K = np.arange(-3600, 3201)
 PRIOR_POWER = 1.5
 #: The base measure is flat within this many octaves of its centre.
 PRIOR_FLAT = 20
-#: The spread steps' base measure around 2⁰ is this much (ln) below the one around the anchor.
-SPREAD_PRIOR_ZERO = 0.0
 
 #: The smallest ε one step may get (the clipped sum's sampler, ``grid_laplace_integers``, takes
 #: ε >= 2⁻⁴⁰): below, the coordinate plan is not among the plans (:func:`plan_possible`).
@@ -130,18 +138,6 @@ def log_prior(octaves: np.ndarray, centre: float) -> np.ndarray:
     return -PRIOR_POWER * np.log1p(np.maximum(np.abs(octaves - centre) - PRIOR_FLAT, 0.0))
 
 
-def spread_utility(counts: np.ndarray, n_hat: int) -> np.ndarray:
-    """The spread step's utility: :func:`~.mean.untied_scale_utility` of the pair counts on
-    :func:`positive_grid` (twice the interval utility of the median of the UNTIED consecutive
-    differences, ``C_0`` = the pairs within the grid's bottom 2⁻⁹⁰⁰: tied). Sensitivity
-    :data:`SPREAD_SENSITIVITY` = 4 (docs/proofs/mean.md §2b, §11). The plain median
-    (``interval_utility``, t = ⌊(n̂ − 1)/2⌋) gave a column with more than half of its pairs tied
-    (a binary or integer column with a point mass) the grid's bottom spread."""
-    from .mean import untied_scale_utility
-
-    return untied_scale_utility(counts, n_hat)
-
-
 def centred_spread_utility(below_hi: np.ndarray, below_lo: np.ndarray, n: int) -> np.ndarray:
     """The spread steps' utility from ``C_k = #{c − g_k <= x < c + g_k}`` (``below_hi − below_lo``,
     :meth:`~privagg.engines.base.PointSource.below_counts` at the edges ``c ± g_k`` of the grid
@@ -150,7 +146,7 @@ def centred_spread_utility(below_hi: np.ndarray, below_lo: np.ndarray, n: int) -
     ``u_k = −max(0, n + Z − 2C_k, 2C_{k−1} − n − Z)`` (``C_{−1} := 0``, ``n`` the true count).
     Adding a row moves n by 1, Z by z, every C_k by c_k with ``z <= c_{k−1} <= c_k`` (tied ⇒ inside
     every interval), so each term by 1 + z − 2c_k, resp. 2c_{k−1} − 1 − z, both in {−1, 0, 1}:
-    sensitivity 1 (docs/proofs/mean.md §11; the pair utility of :func:`spread_utility` needs 4)."""
+    sensitivity 1 (docs/proofs/mean.md §11; the consecutive-pair utility it replaced needed 4)."""
     c = np.asarray(below_hi, dtype=np.int64) - np.asarray(below_lo, dtype=np.int64)
     t2 = np.int64(n) + c[..., :1]
     j = 1 + COORD_SPREAD_TOL
@@ -166,15 +162,6 @@ def _octave(v: np.ndarray) -> np.ndarray:
     nz = a > 0
     out[nz] = np.frexp(a[nz])[1] - 1
     return out
-
-
-def noisy_max(utility: np.ndarray, offsets: np.ndarray, eps: Fraction, gen: np.random.Generator,
-              sensitivity: int = 1) -> np.ndarray:
-    """Report-noisy-max per row of ``utility`` (d, K) with public ``offsets`` (broadcast):
-    ``argmax_k (u_k + a_k + ν_k)``, ``ν ~ DLap(2Δ/ε)`` i.i.d. (exact sampler), first maximum.
-    ε-DP per row when each ``u_k`` moves by at most the integer ``Δ = sensitivity``."""
-    nu = discrete_laplace(Fraction(2 * sensitivity) / eps, size=utility.shape, rng=gen)
-    return np.argmax(utility + offsets + nu, axis=1)
 
 
 def cell_utility(sorted_col: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -377,7 +364,7 @@ def spread_log_prior(anchor: np.ndarray) -> np.ndarray:
     two :func:`log_prior` values), (d, grid) float64."""
     octs = np.floor(GRID_K / 4.0)[None, :]
     a = np.asarray(anchor, dtype=np.float64)[:, None]
-    return np.maximum(log_prior(octs, 0.0) - SPREAD_PRIOR_ZERO, log_prior(octs, a))
+    return np.maximum(log_prior(octs, 0.0), log_prior(octs, a))
 
 
 def cell_log_prior(oct_: np.ndarray, e_min: int) -> np.ndarray:
