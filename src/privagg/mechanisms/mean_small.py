@@ -412,7 +412,8 @@ def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Genera
     pick = exponential_mechanism(util, base_measure(cell_log_prior(oct_, CELL_E_MIN)), bud.e_cell, gen)
     a, b = lo[pick].copy(), hi[pick].copy()
     with np.errstate(invalid="ignore", over="ignore"):
-        c1 = np.where(np.isfinite(b - a), a + (b - a) / 2, a)
+        wide = ~np.isfinite(b - a)  # the two cells beyond ±2^1023: their finite edge
+        c1 = np.where(wide, np.where(np.isfinite(a), a, b), a + (b - a) / 2)
     # 2. first spread: the untied median of |x − c1| (Δ = 1), base measure around 2⁰ and c1's octave
     s1 = centred_spread(source, c1, n, bud.e_s1, _octave(c1), gen)
     with np.errstate(over="ignore"):
@@ -420,7 +421,7 @@ def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Genera
     if int(levels.max()) > COORD_LEVELS:
         if may_switch:
             return None
-        levels = np.minimum(levels, COORD_LEVELS)
+        levels = np.where(wide, 0, np.minimum(levels, COORD_LEVELS))  # an infinite cell is not split
     # 3. refinement: COORD_BRANCH subcells (and one more on each side) per level, to s1/32 wide
     steps = np.arange(-1, COORD_BRANCH + 1, dtype=np.float64)
     for j in range(d):  # over columns
@@ -435,7 +436,8 @@ def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Genera
             k = exponential_mechanism(util_j[None, :], np.ones(1, np.int64), e_lv, gen)[0]
             a[j], b[j] = sub_lo[k], sub_hi[k]
     refined = levels > 0
-    center = _finite(np.where(refined, a + (b - a) / 2, c1))
+    with np.errstate(invalid="ignore", over="ignore"):
+        center = _finite(np.where(refined, a + (b - a) / 2, c1))
     # 4. second spread around the refined center (columns with L_j >= 1; the others' center did
     #    not move: their first spread stays)
     spread = s1
