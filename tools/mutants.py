@@ -238,8 +238,9 @@ MUTATIONS: tuple[Mutation, ...] = (
              "mechanisms/mean.py", "noisy = utility + discrete_laplace(8 / eps_col, size=utility.shape, rng=gen)",
              "noisy = utility + discrete_laplace(4 / eps_col, size=utility.shape, rng=gen)",
              ("tests/friendlycore/test_fc_mean_tied_columns.py::test_scale_step_noise_scale_known_answer",)),
-    Mutation("mean-coord-spread-sens-half", "mean coordinate plan: spread noise for Δ = 2 on the doubled (Δ = 4) utility",
-             "mechanisms/mean_small.py", "SPREAD_SENSITIVITY = 4\n", "SPREAD_SENSITIVITY = 2\n",
+    Mutation("mean-coord-em-eps-double", "mean coordinate plan: exponential mechanism weights exp(ε·u), not exp(ε·u/2)",
+             "mechanisms/mean_small.py", "num, den = eps.numerator, 2 * eps.denominator",
+             "num, den = eps.numerator, eps.denominator",
              ("tests/friendlycore/test_fc_mean_coordinate_audit.py::test_step_within_epsilon_with_power",)),
 )
 

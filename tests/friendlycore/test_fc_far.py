@@ -23,6 +23,7 @@ import pytest
 
 import privagg.mechanisms.kmeans as K
 import privagg.mechanisms.mean as M
+import privagg.mechanisms.mean_small as mean_small
 from privagg.errors import ParameterError
 from privagg.noise.grid import grid_gaussian_integers, grid_laplace_integers
 from privagg.testing import chisquare_gof, discrete_gaussian_pmf, discrete_laplace_pmf
@@ -70,7 +71,11 @@ def test_private_mean_far_from_origin(offset):
     assert np.linalg.norm(rel.center - mu) < 1.0, (rel.center - mu, f"seed={SEED}")
 
 
-def test_private_mean_far_from_origin_selected_radius():
+def test_private_mean_far_from_origin_selected_radius(monkeypatch):
+    # The FriendlyCore plans (the bound is theirs at the full ε): d = 3, n = 4000 would take the
+    # coordinate plan, which switches to FriendlyCore here with less ε (docs/proofs/mean.md §11;
+    # that path: test_fc_mean_coordinate.py::test_far_data_switch_to_friendlycore).
+    monkeypatch.setattr(mean_small, "COORD_SAMPLE", 0)
     print(f"seed={SEED}")
     x, mu = far_data(1e12)
     rel = M.private_mean(x, epsilon=EPS, delta=DELTA, rng=SEED)

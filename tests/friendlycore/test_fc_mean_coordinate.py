@@ -1,5 +1,5 @@
 """The small-sample coordinate plan of private_mean (privagg.mechanisms.mean_small, issue 11;
-docs/proofs/mean.md §11). On by default for d <= COORD_DMAX = 5 and n̂·ε/d < COORD_SAMPLE (at d >= 3 from n̂·ε/d >= 150).
+docs/proofs/mean.md §11). On by default for d <= COORD_DMAX = 20 and n̂·ε/d < COORD_SAMPLE (at d >= 3 below COORD_WIDE_MAX).
 
 Statistical test (seed 1113, 40 runs, N(7, 1), n = 300, d = 2, ε = 1): at most 10 ⊥ (switches to
 FriendlyCore that fail; measured 6 of 40: the issue's 90 % target is not met yet), and the median over the released runs
@@ -67,10 +67,30 @@ def test_octave_cells_partition_the_floats():
         assert int(((lo <= v) & (v < hi)).sum()) == 1, v
 
 
-def test_shares_sum_to_epsilon_and_charge():
-    eps_n, eps_out, steps = S.coordinate_shares(Fraction(1), 3)
-    assert eps_n + eps_out + 3 * sum(steps) == 1
-    assert 0 < S.switch_epsilon(Fraction(1)) < 1
+def test_budget_known_answers_and_charge():
+    """The public budget at (ε, δ, d) = (1, 10⁻⁶, 3) (docs/proofs/mean.md §11): count and outside
+    count ε/40 each, the selections 1/2 of ε (3/5 when n̂·ε/d < COORD_LOW = 50) as one zCDP group
+    converted at δ/2, each column's sum (1 − 1/20 − 1/2)/3 = 3/20 (7/60); every exponential
+    mechanism's ε²/8 within its quarter of ρ/d; a switch leaves (1 − 1/40 − ε_sel, δ/2)."""
+    from privagg.accounting import zcdp_to_epsilon
+    from privagg.mechanisms.mean import rho_for
+
+    one, dlt = Fraction(1), Fraction(1, 10**6)
+    assert S.low_sample(149, one, 3) and not S.low_sample(150, one, 3)
+    for low, sel, eps_sum, rest in ((False, Fraction(1, 2), Fraction(3, 20), Fraction(19, 40)),
+                                    (True, Fraction(3, 5), Fraction(7, 60), Fraction(3, 8))):
+        b = S.coordinate_budget(one, dlt, 3, low)
+        assert (b.eps_n, b.eps_out, b.eps_sel, b.delta_sel) == (Fraction(1, 40), Fraction(1, 40), sel, dlt / 2)
+        assert b.eps_sum == eps_sum and b.eps_n + b.eps_out + b.eps_sel + 3 * b.eps_sum == 1
+        assert b.rho == rho_for(sel, dlt / 2) and zcdp_to_epsilon(b.rho, dlt / 2) <= sel
+        per = b.rho / 3 / 4  # COORD_SHARES: a quarter each of ρ/d
+        for e in (b.e_cell, b.e_s1, b.e_s2):
+            assert e * e / 8 <= per and float(e) > 0.99 * math.sqrt(8 * float(per))
+        assert b.rho_levels == per and 2 * b.level_epsilon(2) ** 2 / 8 <= per
+        eps_c, dlt_c = S.coordinate_loss(one, dlt, low)
+        assert eps_c <= 1 and dlt_c == dlt / 2
+        spent_e, spent_d, rest_e, rest_d = S.switch_budget(one, dlt, low)
+        assert (rest_e, rest_d) == (rest, dlt / 2) and spent_e <= one - rest_e and spent_d == dlt / 2
     loss = mean_privacy_loss(1.0, 1e-6, select_radius=True)
     assert loss.epsilon <= 1 and loss.delta <= Fraction(1, 10**6)
 

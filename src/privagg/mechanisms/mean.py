@@ -401,12 +401,12 @@ def mean_privacy_loss(epsilon: Any, delta: Any, *, calibration: str = "gaussian"
     """The guarantee of :func:`private_mean`: the largest (ε, δ) of its plans (the plan is
     chosen from the released ``n̂``; adaptive composition bounds each branch by its plan)."""
     plans = _friendly_losses(epsilon, delta, calibration, alpha, select_radius, where)
-    if select_radius and coordinate_plan_possible(epsilon):  # the coordinate plan (§11)
-        eps = _frac(epsilon)
-        rest = mean_small.switch_epsilon(eps)
-        plans.append(PrivacyLoss.approx(eps, 0))  # no switch: pure ε, exactly ε
-        plans += [PrivacyLoss.approx(eps - rest + p.epsilon, p.delta)  # switched (adaptive composition)
-                  for p in _friendly_losses(rest, delta, calibration, alpha, True, where)]
+    if select_radius and coordinate_plan_possible(epsilon, delta):  # the coordinate plan (§11)
+        for low in (False, True):  # the selections' share: a function of the released n̂
+            plans.append(PrivacyLoss.approx(*mean_small.coordinate_loss(epsilon, delta, low)))  # no switch
+            spent_e, spent_d, rest_e, rest_d = mean_small.switch_budget(epsilon, delta, low)
+            plans += [PrivacyLoss.approx(spent_e + p.epsilon, spent_d + p.delta)  # switched (basic composition)
+                      for p in _friendly_losses(rest_e, rest_d, calibration, alpha, True, where)]
     return PrivacyLoss.approx(max(p.epsilon for p in plans), max(p.delta for p in plans))
 
 
@@ -418,13 +418,13 @@ def _friendly_losses(epsilon: Any, delta: Any, calibration: str, alpha: Any, sel
             for small in (False, True) for scale in (False, True)]
 
 
-def coordinate_plan_possible(epsilon: Any) -> bool:
-    """Whether the small-sample coordinate plan (§11) is among the plans (public: ε only; its
-    switch to FriendlyCore needs the left ε above the floor, and each of its steps at least
-    ``mean_small.STEP_EPS_MIN``)."""
+def coordinate_plan_possible(epsilon: Any, delta: Any) -> bool:
+    """Whether the small-sample coordinate plan (§11) is among the plans (public: ε, δ only; its
+    switch to FriendlyCore needs the left ε above the floor, each of its Laplace steps at least
+    ``mean_small.STEP_EPS_MIN`` and its selections a positive ρ)."""
     eps = _frac(epsilon)
-    return (mean_small.COORD_SAMPLE > 0 and mean_small.switch_epsilon(eps) >= EPS_MIN
-            and mean_small.plan_possible(eps))
+    return (mean_small.COORD_SAMPLE > 0 and mean_small.switch_epsilon(eps, delta) >= EPS_MIN
+            and mean_small.plan_possible(eps, delta))
 
 
 @functools.lru_cache(maxsize=64)
@@ -875,7 +875,7 @@ def _private_mean(source: PointSource, epsilon: Any, delta: Any, radius: Any, al
     plan = mean_plan(epsilon, delta, calibration=calibration, alpha=alpha,
                      select_radius=r is None, where=where)
     gen, secure = rng if isinstance(rng, tuple) else resolve_rng(rng, where)
-    coord = coordinate and r is None and coordinate_plan_possible(epsilon)  # every engine (§11)
+    coord = coordinate and r is None and coordinate_plan_possible(epsilon, delta)  # every engine (§11)
     if coordinate:
         loss = mean_privacy_loss(epsilon, delta, calibration=calibration, alpha=alpha,
                                  select_radius=r is None, where=where)
@@ -905,10 +905,16 @@ def _private_mean(source: PointSource, epsilon: Any, delta: Any, radius: Any, al
             return bottom(r, f"noisy count n̂ = {n_hat} is below the {math.ceil(need)} rows "
                              f"(max({mean_small.COORD_MIN}·d, {mean_small.COORD_MIN_COUNT})/ε) the "
                              "small-sample plan needs")
-        out = coordinate_mean(source, n_hat, _frac(epsilon), gen)
-        if out is None:  # a chosen cell too wide for its spread: FriendlyCore with the ε left (§11)
-            rel = _private_mean(source, mean_small.switch_epsilon(_frac(epsilon)), delta, None, alpha,
-                                (gen, secure), calibration, None, m_locate, coordinate=False)
+        _, _, rest_e, rest_d = mean_small.switch_budget(
+            epsilon, delta, mean_small.low_sample(n_hat, _frac(epsilon), d))
+        # switch only where the switched plan's locate step can release at this n̂ (public)
+        fc_need = M_MIN + mean_plan(rest_e, rest_d, calibration=calibration, alpha=alpha,
+                                    select_radius=True, small=True, where=where).core_count_shift
+        out = coordinate_mean(source, n_hat, _frac(epsilon), gen, delta,
+                              may_switch=min(n_hat, m_loc) >= fc_need)
+        if out is None:  # a chosen cell too wide for its spread: FriendlyCore with the budget left (§11)
+            rel = _private_mean(source, rest_e, rest_d, None, alpha, (gen, secure), calibration, None,
+                                m_locate, coordinate=False)
             return dataclasses.replace(rel, epsilon=eps_out, delta=delta_out, privacy_loss=loss)
         noise = out["noise"][:3] + (float(1 / plan.eps_count),) + out["noise"][4:]
         return MeanRelease(True, out["mean"], eps_out, delta_out, COORD_K, secure, loss, calibration,

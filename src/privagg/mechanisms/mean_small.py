@@ -2,39 +2,49 @@
 
 Chosen from the released count (public, like every plan switch of ``private_mean``): when
 ``radius=None`` (any engine: in memory or Spark), ``d <=`` :data:`COORD_DMAX` and ``n̂·ε/d <``
-:data:`COORD_SAMPLE`, at ``d > COORD_NARROW_D`` only from ``n̂·ε/d >=`` :data:`COORD_WIDE_MIN`
-(:func:`plan_runs`; ⊥ below ``n̂ < max(COORD_MIN·d, COORD_MIN_COUNT)/ε``), and only when every step gets at least
-:data:`STEP_EPS_MIN` (:func:`plan_possible`, ε >= about 2⁻³⁴). Proof: docs/proofs/mean.md §11. After the
-count ``n̂`` (ε_n = ε/40), ε/40 goes to a noisy count of the rows outside the clipping box and
-``ε_j = (ε − ε/20)/d`` to each coordinate ``j`` (shares :data:`COORD_SHARES`), spent on
+:data:`COORD_SAMPLE` (``d <= COORD_NARROW_D``) or ``<`` :data:`COORD_WIDE_MAX` (``d >= 3``)
+(:func:`plan_runs`; ⊥ below ``n̂ < max(COORD_MIN·d, COORD_MIN_COUNT)/ε``), and only when every
+Laplace step gets at least :data:`STEP_EPS_MIN` (:func:`plan_possible`, ε >= about 2⁻³⁴). Proof:
+docs/proofs/mean.md §11. Budget (:func:`coordinate_budget`, public: ε, δ, d and whether
+``n̂·ε/d < COORD_LOW``): ε/40 for the count ``n̂``, ε/40 for a noisy count of the rows outside the
+clipping box, ``ε_sel`` = :data:`COORD_SHARE_SELECT` of ε (:data:`COORD_SHARE_SELECT_LOW` below
+COORD_LOW) for all the selections as ONE group of exponential mechanisms composed in zCDP
+(``ρ = rho_for(ε_sel, δ/2)``, ``ρ/d`` per column split by :data:`COORD_SHARES`; an exponential
+mechanism at ε is ε²/8-zCDP), and the rest, pure, for the d clipped sums. Per column ``j``:
 
-1. a spread ``s_j`` (location-free): report-noisy-max of :func:`spread_utility`, the doubled
-   interval utility of the median of the UNTIED consecutive-pair distances
-   (:func:`~.mean.untied_scale_utility`) over ``2^{k/4}`` (2⁻⁹⁰⁰ … 2⁸⁰⁰), ``C_k`` the number of
-   consecutive pairs of the keyed row order with ``|x_a − x_b| <= 2^{k/4}`` (sensitivity 4,
-   mean.md §2b), prior :func:`log_prior`;
-2. an octave cell: report-noisy-max of :func:`cell_utility` (sensitivity 1) over the partition
-   :func:`octave_cells` (cells at least about twice ``s_j`` wide), prior centred at ``s_j``'s octave;
-3. ``L_j`` = :func:`levels_needed` refinement levels (a public function of the released cell and
-   spread): each splits the cell into :data:`COORD_BRANCH` subcells (plus one on each side) and
-   picks one by the cell utility; the center is the last cell's midpoint. If some
-   ``L_j > COORD_LEVELS`` (data far from the origin relative to their spread, 1e12 ± 1), nothing
-   more is spent here and the FriendlyCore plan runs with :func:`switch_epsilon` (adaptive
-   composition; :func:`privagg.mechanisms.mean.mean_privacy_loss` takes the max over branches);
-4. the sum of ``x_ij − c_j`` clipped to ``[−R_j, R_j]``, ``R_j = K·s_j`` on the radius grid,
+1. an octave cell (location first): the exponential mechanism (Δ = 1) on :func:`cell_utility`
+   over the public partition :func:`octave_cells` ``(CELL_E_MIN)`` (all of the floats), base
+   measure :func:`cell_log_prior`; ``c1`` its midpoint (0 for the cell around 0);
+2. a first spread ``s1``: the exponential mechanism (Δ = 1) on :func:`centred_spread_utility`,
+   the untied median of ``|x − c1|`` over ``2^{k/4}`` (2⁻⁹⁰⁰ … 2⁸⁰⁰), good within
+   :data:`COORD_SPREAD_TOL` grid steps above the median; base measure :func:`spread_log_prior`
+   (flat around 2⁰ and around ``c1``'s octave);
+3. ``L_j`` = :func:`levels_needed` ``(cell width, s1/COORD_LEVEL_DIV)`` refinement levels (public):
+   each splits the cell into :data:`COORD_BRANCH` subcells (plus one on each side) and picks one
+   (exponential mechanism, cell utility, ρ_levels/L_j each); the center is the last cell's midpoint;
+4. for columns with ``L_j >= 1`` a second spread ``s2`` around the refined center (as step 2);
+5. the sum of ``x_ij − c_j`` clipped to ``[−R_j, R_j]``, ``R_j = K·s_j`` on the radius grid,
    discrete Laplace on its grid (``_noisy_clipped_release`` with d = 1); mean ``c_j + sum_j/n̂``.
 
-Report-noisy-max: ``argmax_c (u(c) + a(c) + ν_c)``, ``ν_c ~ DLap(2Δ/ε_step)`` i.i.d., ``a`` public
-offsets ``(2Δ/ε_step)·ln prior(c)``: ε_step-DP for any data-independent offsets (mean.md §11).
-Vectorized over candidates (sorted column, ``searchsorted``); loops run over the d columns only.
-Every data access is a :class:`~privagg.engines.base.PointSource` method (``pair_quantile_counts``,
-``below_counts``, ``column(j).clipped_integer_sum``, ``outside_count``): exact integers, the same
-in every engine, so the plan and its release law do not depend on where the rows live.
+If some ``L_j > COORD_LEVELS`` or a refined cell stays wider than :data:`COORD_SWITCH_WIDTH`
+second spreads (data far from 0 relative to their spread: 1e6 ± 1), and the FriendlyCore plan could
+release at this n̂, the FriendlyCore plan runs with :func:`switch_budget` (the whole selection
+group charged; basic composition; :func:`privagg.mechanisms.mean.mean_privacy_loss` takes the max
+over branches). The exponential mechanism (:func:`exponential_mechanism`) is sampled exactly
+(integer base measure, certified enclosures of ``exp(−ε·g/2)``, a lazily extended uniform).
+Vectorized over candidates (sorted column, ``searchsorted``); loops run over the d columns, the
+distinct utility levels and the refinement levels only. Every data access is a
+:class:`~privagg.engines.base.PointSource` method (``below_counts``,
+``column(j).clipped_integer_sum``, ``outside_count``): exact integers, the same in every engine,
+so the plan and its release law do not depend on where the rows live.
 """
 
 from __future__ import annotations
 
+import bisect
+import functools
 import math
+from dataclasses import dataclass
 from fractions import Fraction
 from types import SimpleNamespace
 from typing import Any
@@ -43,20 +53,15 @@ import numpy as np
 
 from ..noise.samplers import discrete_laplace
 
-#: The coordinate plan runs when the released ``n̂·ε/d`` is below this (public).
+#: The coordinate plan runs when the released ``n̂·ε/d`` is below this (public; d <= COORD_NARROW_D).
 COORD_SAMPLE = 2500
-#: Only for d <= this (public). At d >= 3 only from ``n̂·ε/d >=`` :data:`COORD_WIDE_MIN`.
-#: (Before the untied spread and COORD_LEVELS = 6 this was 2: at d = 3, n = 300 the plan measured
-#: 3.2× the oracle, ⊥ 6/20; the lattice {0..6}³ at n = 6000 looked "7 SE off", which was the
-#: sum's Laplace tail, not a bias: at ε = 100 the plan is within 0.04 SE there.)
-COORD_DMAX = 5
-#: For d > COORD_NARROW_D the plan needs ``n̂·ε/d >=`` this (public), else the FriendlyCore plans
-#: run: the spread step's utility margin is about ``0.0475·n̂ε/d`` noise scales against hundreds
-#: of flat-prior candidates, and below about 150 some coordinate's spread is often far off (N(7, 1),
-#: ε = 1, 20 runs × 5 seeds, median worst-coordinate error: d = 3, n = 300: 27–802 SE (the oracle
-#: about 4); n = 450: 6.7–10.5; d = 5, n = 750: 12–18). A narrower prior (flat ±3 octaves) fixed
-#: n = 300 for data near unit scale but put data in units of 1e-6 10⁶ SE off: not taken.
-COORD_WIDE_MIN = 150
+#: Only for d <= this (public; measured up to d = 20: N(7, 1) and mixed units 1 … 1000 at
+#: n = 1000, 3000, ε = 1, 0.98–1.98× the range oracle, where the isotropic FriendlyCore plans were
+#: 0.16–0.27× on N(7, 1) but 23–61× on mixed units). Was 5, with a lower gate ``n̂·ε/d >= 150``
+#: at d >= 3 (COORD_WIDE_MIN, removed): below it the FriendlyCore plans ran on columns in
+#: different units, 10²–10⁴ SE off on the real tables (diabetes, cars, breast_cancer).
+COORD_DMAX = 20
+#: For d > COORD_NARROW_D the upper gate is COORD_WIDE_MAX instead of COORD_SAMPLE.
 COORD_NARROW_D = 2
 #: ... and below ``n̂·ε/d <`` this (= mean.SCALE_MIN/mean.SHARE_SCALE: from there the FriendlyCore
 #: plan's per-column scale step runs and handles mixed units; measured on the lattice {0..40}³ at
@@ -72,15 +77,35 @@ COORD_MIN = 20
 COORD_MIN_COUNT = 200
 #: Share of ε of the noisy count of rows outside the clipping box.
 COORD_SHARE_OUTSIDE = Fraction(1, 40)
-#: Shares of each coordinate's ε_j: spread, octave cell, refinement levels (together), sum.
-COORD_SHARES = (Fraction(2, 5), Fraction(1, 5), Fraction(3, 20), Fraction(1, 4))
-#: Sensitivity of :func:`spread_utility` (report-noisy-max noise DLap(2·4/ε_s)).
-SPREAD_SENSITIVITY = 4
-#: Clipping half-width in released spreads (``R_j = K·s_j``, about 6.7σ for Gaussian data: the
-#: median pair distance is about 0.95σ; for the lattice {0..6} (s = 2) about 5 half-ranges).
+#: Shares of each column's ρ/d: octave cell, first spread, all refinement levels, second spread.
+COORD_SHARES = (Fraction(1, 4), Fraction(1, 4), Fraction(1, 4), Fraction(1, 4))
+#: Share of ε of the selections (one ρ-zCDP group) and of δ for its conversion; below
+#: ``n̂·ε/d < COORD_LOW`` (public) the selections get COORD_SHARE_SELECT_LOW (measured, 40 runs,
+#: ε = 1, ratio to the range oracle: at n̂ε/d = 30 (d = 10, n = 300) 3/5 gave 1.4–1.7 against 3.0
+#: for 1/2; from n̂ε/d = 60 on 1/2 was better in 7 of 9 cells, e.g. d = 3, n = 300: 0.82 vs 1.43).
+COORD_SHARE_SELECT = Fraction(1, 2)
+COORD_SHARE_SELECT_LOW = Fraction(3, 5)
+COORD_LOW = 50
+COORD_DELTA_SHARE = Fraction(1, 2)
+#: Refinement until the cell is at most s1/COORD_LEVEL_DIV wide (s1 includes the first center's
+#: offset from the data, so the refined cell must be far below it: 1 – 2 levels on N(7, 1), 2 on
+#: 290 ± 5 and on 2000 ± 10).
+COORD_LEVEL_DIV = 32.0
+#: The plan switches when a refined cell stays wider than this many second spreads: for data much
+#: narrower than the cell the second spread is the center's offset, at most half the cell.
+COORD_SWITCH_WIDTH = 2.0
+#: A spread candidate ``g_k`` is good when the untied median lies in ``(g_{k−1−tol}, g_k]``: the
+#: released spread is at least the median and at most 2^{tol/4} times it.
+COORD_SPREAD_TOL = 4
+#: The octave cells of step 1 start at ``[−2^{CELL_E_MIN}, 2^{CELL_E_MIN})`` (around 0).
+CELL_E_MIN = -1022
+#: Clipping half-width in released spreads (``R_j = K·s_j``; ``s_j`` is 1 … 2^(5/4) times the
+#: untied median distance to the center, about 0.67σ for Gaussian data: R about 4.7σ … 11σ).
+#: Measured against K = 8 and 10 (40 runs; N(7, 1), Exp(1), lattice, diabetes, cars): 7 was best
+#: or within the runs' noise everywhere.
 COORD_K = 7.0
 #: Subcells per refinement level, and the most levels the plan runs before it switches to the
-#: FriendlyCore plan (a chosen cell at most ``COORD_BRANCH^COORD_LEVELS`` spreads wide).
+#: FriendlyCore plan (when that plan cannot release at n̂, it runs COORD_LEVELS levels instead).
 COORD_BRANCH = 32
 COORD_LEVELS = 6
 #: Exponents ``k`` of the spread grid ``2^{k/4}``: 2⁻⁹⁰⁰ … 2⁸⁰⁰ (public). Bounded so that every
@@ -113,16 +138,21 @@ def log_prior(octaves: np.ndarray, centre: float) -> np.ndarray:
     return -PRIOR_POWER * np.log1p(np.maximum(np.abs(octaves - centre) - PRIOR_FLAT, 0.0))
 
 
-def spread_utility(counts: np.ndarray, n_hat: int) -> np.ndarray:
-    """The spread step's utility: :func:`~.mean.untied_scale_utility` of the pair counts on
-    :func:`positive_grid` (twice the interval utility of the median of the UNTIED consecutive
-    differences, ``C_0`` = the pairs within the grid's bottom 2⁻⁹⁰⁰: tied). Sensitivity
-    :data:`SPREAD_SENSITIVITY` = 4 (docs/proofs/mean.md §2b, §11). The plain median
-    (``interval_utility``, t = ⌊(n̂ − 1)/2⌋) gave a column with more than half of its pairs tied
-    (a binary or integer column with a point mass) the grid's bottom spread."""
-    from .mean import untied_scale_utility
-
-    return untied_scale_utility(counts, n_hat)
+def centred_spread_utility(below_hi: np.ndarray, below_lo: np.ndarray, n: int) -> np.ndarray:
+    """The spread steps' utility from ``C_k = #{c − g_k <= x < c + g_k}`` (``below_hi − below_lo``,
+    :meth:`~privagg.engines.base.PointSource.below_counts` at the edges ``c ± g_k`` of the grid
+    ``g``, nested in k): twice the interval utility of the median of the UNTIED distances to the
+    released center ``c`` (``Z = C_0``: the rows within the grid's bottom 2⁻⁹⁰⁰ of ``c``, tied),
+    ``u_k = −max(0, n + Z − 2C_k, 2C_{k−1} − n − Z)`` (``C_{−1} := 0``, ``n`` the true count).
+    Adding a row moves n by 1, Z by z, every C_k by c_k with ``z <= c_{k−1} <= c_k`` (tied ⇒ inside
+    every interval), so each term by 1 + z − 2c_k, resp. 2c_{k−1} − 1 − z, both in {−1, 0, 1}:
+    sensitivity 1 (docs/proofs/mean.md §11; the consecutive-pair utility it replaced needed 4)."""
+    c = np.asarray(below_hi, dtype=np.int64) - np.asarray(below_lo, dtype=np.int64)
+    t2 = np.int64(n) + c[..., :1]
+    j = 1 + COORD_SPREAD_TOL
+    below = np.zeros_like(c)  # C_{k−1−tol}, 0 below the grid (then 2·0 − n − Z < 0: never binds)
+    below[..., j:] = c[..., :-j]
+    return -np.maximum(np.maximum(t2 - 2 * c, 2 * below - t2), 0)
 
 
 def _octave(v: np.ndarray) -> np.ndarray:
@@ -132,15 +162,6 @@ def _octave(v: np.ndarray) -> np.ndarray:
     nz = a > 0
     out[nz] = np.frexp(a[nz])[1] - 1
     return out
-
-
-def noisy_max(utility: np.ndarray, offsets: np.ndarray, eps: Fraction, gen: np.random.Generator,
-              sensitivity: int = 1) -> np.ndarray:
-    """Report-noisy-max per row of ``utility`` (d, K) with public ``offsets`` (broadcast):
-    ``argmax_k (u_k + a_k + ν_k)``, ``ν ~ DLap(2Δ/ε)`` i.i.d. (exact sampler), first maximum.
-    ε-DP per row when each ``u_k`` moves by at most the integer ``Δ = sensitivity``."""
-    nu = discrete_laplace(Fraction(2 * sensitivity) / eps, size=utility.shape, rng=gen)
-    return np.argmax(utility + offsets + nu, axis=1)
 
 
 def cell_utility(sorted_col: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -210,91 +231,201 @@ def levels_needed(width: np.ndarray, spread: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(lv), lv, 10**6).astype(np.int64)
 
 
-def coordinate_shares(epsilon: Fraction, d: int) -> tuple[Fraction, Fraction, tuple[Fraction, ...]]:
-    """``(ε_n, ε_out, per-coordinate step budgets)`` (spread, octave cell, all refinement levels
-    together, clipped sum); ``ε_n + ε_out + d·Σ steps = ε`` exactly."""
-    from .mean import _SHARE_COUNT
+@dataclass(frozen=True)
+class CoordinateBudget:
+    """The public budget of the plan at ``(ε, δ, d)`` (:func:`coordinate_budget`)."""
+
+    eps_n: Fraction  #: the count (pure)
+    eps_out: Fraction  #: the noisy count of rows outside the box (pure)
+    eps_sel: Fraction  #: the selections as one group: (eps_sel, delta_sel)-DP via ρ-zCDP
+    delta_sel: Fraction
+    rho: Fraction  #: ρ = rho_for(eps_sel, delta_sel), split evenly over the d columns
+    eps_sum: Fraction  #: each column's clipped sum (pure discrete Laplace)
+    e_cell: Fraction  #: exponential-mechanism ε of the octave cell (per column)
+    e_s1: Fraction  #: ... of the first spread
+    rho_levels: Fraction  #: ρ of all refinement levels of a column together (split over L_j)
+    e_s2: Fraction  #: ... of the second spread
+
+    def level_epsilon(self, levels: int) -> Fraction:
+        """The exponential mechanism's ε of each of ``levels`` refinement levels."""
+        return em_epsilon(self.rho_levels / max(int(levels), 1))
+
+
+def em_epsilon(rho: Fraction) -> Fraction:
+    """The largest float ε (as a Fraction) with ``ε²/8 <= ρ``: the exponential mechanism at ε is
+    ``ε²/8``-zCDP (0 for ρ = 0)."""
+    if rho <= 0:
+        return Fraction(0)
+    e = math.sqrt(8.0 * float(rho))
+    while e > 0 and Fraction(e) ** 2 > 8 * rho:
+        e = math.nextafter(e, 0.0)
+    return Fraction(e)
+
+
+def low_sample(n_hat: int, epsilon: Fraction, d: int) -> bool:
+    """Whether the released ``n̂·ε/d < COORD_LOW`` (public): the selections' larger share."""
+    return n_hat * epsilon < COORD_LOW * d
+
+
+@functools.lru_cache(maxsize=256)
+def _budget(epsilon: Fraction, delta: Fraction, d: int, low: bool) -> CoordinateBudget:
+    from .mean import _SHARE_COUNT, rho_for
 
     eps_n = epsilon * _SHARE_COUNT
     eps_out = epsilon * COORD_SHARE_OUTSIDE
-    per = (epsilon - eps_n - eps_out) / d
-    return eps_n, eps_out, tuple(per * s for s in COORD_SHARES)
+    eps_sel = epsilon * (COORD_SHARE_SELECT_LOW if low else COORD_SHARE_SELECT)
+    delta_sel = delta * COORD_DELTA_SHARE
+    rho = rho_for(eps_sel, delta_sel)
+    eps_sum = (epsilon - eps_n - eps_out - eps_sel) / d
+    rho_j = rho / d
+    a_cell, a_s1, a_lv, a_s2 = COORD_SHARES
+    return CoordinateBudget(eps_n, eps_out, eps_sel, delta_sel, rho, eps_sum, em_epsilon(rho_j * a_cell),
+                            em_epsilon(rho_j * a_s1), rho_j * a_lv, em_epsilon(rho_j * a_s2))
 
 
-def switch_epsilon(epsilon: Fraction) -> Fraction:
-    """The ε left for the FriendlyCore plan when the coordinate plan switches (after the count,
-    the spreads and the octave cells of all d coordinates; independent of d)."""
-    eps_n, eps_out, _ = coordinate_shares(epsilon, 1)
-    return epsilon - eps_n - (epsilon - eps_n - eps_out) * (COORD_SHARES[0] + COORD_SHARES[1])
+def coordinate_budget(epsilon: Any, delta: Any, d: int, low: bool = False) -> CoordinateBudget:
+    """The plan's budget (public: ε, δ, d and :func:`low_sample`). ``ε_n = ε/40`` (count),
+    ``ε_out = ε/40``, the selections (:data:`COORD_SHARE_SELECT` of ε, or
+    :data:`COORD_SHARE_SELECT_LOW` when ``low``, with ``δ_sel = δ·COORD_DELTA_SHARE``) as one
+    group of ρ-zCDP exponential mechanisms, ``ρ = rho_for(ε_sel, δ_sel)``, ``ρ/d`` per column split
+    by :data:`COORD_SHARES` (cell, first spread, all levels, second spread); each column's clipped
+    sum gets the pure ``(ε − ε_n − ε_out − ε_sel)/d``. docs/proofs/mean.md §11."""
+    from .mean import _frac
+
+    return _budget(_frac(epsilon), _frac(delta), int(d), bool(low))
+
+
+def coordinate_loss(epsilon: Any, delta: Any, low: bool = False) -> tuple[Fraction, Fraction]:
+    """The (ε, δ) of the plan when it does not switch (independent of d): ``ε − ε_sel +
+    zcdp_to_epsilon(ρ, δ_sel) <= ε`` and ``δ_sel``."""
+    from ..accounting import zcdp_to_epsilon
+
+    b = coordinate_budget(epsilon, delta, 1, low)
+    eps = b.eps_n + b.eps_out + b.eps_sum
+    return eps + zcdp_to_epsilon(b.rho, b.delta_sel), b.delta_sel
+
+
+def switch_budget(epsilon: Any, delta: Any, low: bool = False) -> tuple[Fraction, Fraction, Fraction, Fraction]:
+    """``(ε_spent, δ_spent, ε_rest, δ_rest)`` when the plan switches to the FriendlyCore plan (after
+    some of its selections; the whole selection group is charged): spent ``ε_n + zcdp_to_epsilon(ρ,
+    δ_sel)``, ``δ_sel``; the FriendlyCore plan runs at ``(ε − ε_n − ε_sel, δ − δ_sel)``."""
+    from ..accounting import zcdp_to_epsilon
+    from .mean import _frac
+
+    b = coordinate_budget(epsilon, delta, 1, low)
+    eps, dlt = _frac(epsilon), _frac(delta)
+    return (b.eps_n + zcdp_to_epsilon(b.rho, b.delta_sel), b.delta_sel,
+            eps - b.eps_n - b.eps_sel, dlt - b.delta_sel)
+
+
+def switch_epsilon(epsilon: Fraction, delta: Any = Fraction(1, 10**6)) -> Fraction:
+    """The least ε left for the FriendlyCore plan when the coordinate plan switches
+    (:func:`switch_budget`, over both shares)."""
+    return min(switch_budget(epsilon, delta, low)[2] for low in (False, True))
 
 
 def smallest_step_epsilon(epsilon: Fraction) -> Fraction:
-    """The smallest ε of any step of the plan at ``d = COORD_DMAX`` (one of ``COORD_LEVELS``
-    refinement levels, or a smaller share): a function of ε only (public)."""
-    _, eps_out, shares = coordinate_shares(epsilon, max(COORD_DMAX, 1))
-    return min(eps_out, *shares[:2], shares[2] / max(COORD_LEVELS, 1), shares[3])
+    """The smallest pure ε of the plan's Laplace steps at ``d = COORD_DMAX`` (the outside count and
+    a clipped sum): a function of ε only (public)."""
+    from .mean import _SHARE_COUNT
+
+    top = max(COORD_SHARE_SELECT, COORD_SHARE_SELECT_LOW)
+    eps_sum = epsilon * (1 - _SHARE_COUNT - COORD_SHARE_OUTSIDE - top) / max(COORD_DMAX, 1)
+    return min(epsilon * COORD_SHARE_OUTSIDE, eps_sum)
 
 
 def plan_runs(n_hat: int, epsilon: Fraction, d: int) -> bool:
     """Whether the released ``n̂`` selects the coordinate plan (public: n̂, ε, d only):
-    ``d <= COORD_DMAX``, ``n̂·ε < COORD_SAMPLE·d`` and, for ``d > COORD_NARROW_D``,
-    ``COORD_WIDE_MIN·d <= n̂·ε < COORD_WIDE_MAX·d`` (outside it the FriendlyCore plans, not ⊥)."""
+    ``d <= COORD_DMAX`` and ``n̂·ε < COORD_SAMPLE·d`` (d <= COORD_NARROW_D) or ``n̂·ε <
+    COORD_WIDE_MAX·d`` (d > COORD_NARROW_D); above, the FriendlyCore plans (with their per-column
+    scale step) run; below ``max(COORD_MIN·d, COORD_MIN_COUNT)/ε`` the plan releases ⊥."""
     n_eps = n_hat * epsilon
-    return (d <= COORD_DMAX and n_eps < COORD_SAMPLE * d
-            and (d <= COORD_NARROW_D or COORD_WIDE_MIN * d <= n_eps < COORD_WIDE_MAX * d))
+    top = COORD_SAMPLE if d <= COORD_NARROW_D else COORD_WIDE_MAX
+    return d <= COORD_DMAX and n_eps < top * d
 
 
-def plan_possible(epsilon: Fraction) -> bool:
-    """Whether every step of the plan gets at least :data:`STEP_EPS_MIN` (public: ε only). Without
-    it a tiny ε (about 2⁻³⁸ … 2⁻⁵⁸, where ``n̂ >= COORD_MIN·d/ε`` still happens through the
-    count's noise) made the clipped sum raise ParameterError after the charge."""
-    return smallest_step_epsilon(epsilon) >= STEP_EPS_MIN
+def plan_possible(epsilon: Fraction, delta: Any = Fraction(1, 10**6)) -> bool:
+    """Whether every Laplace step of the plan gets at least :data:`STEP_EPS_MIN` and every
+    selection a positive ε (public: ε, δ only). Without the floor a tiny ε (about 2⁻³⁸ … 2⁻⁵⁸,
+    where ``n̂ >= COORD_MIN·d/ε`` still happens through the count's noise) made the clipped sum
+    raise ParameterError after the charge."""
+    if smallest_step_epsilon(epsilon) < STEP_EPS_MIN:
+        return False
+    for low in (False, True):
+        b = coordinate_budget(epsilon, delta, max(COORD_DMAX, 1), low)
+        if not min(b.e_cell, b.e_s1, b.e_s2, b.level_epsilon(COORD_LEVELS)) > 0:
+            return False
+    return True
 
 
-def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Generator
-                    ) -> dict[str, Any] | None:
-    """Steps 1–4 of the module docstring on the finite rows ``x`` (n, d) — an array or a
+def spread_log_prior(anchor: np.ndarray) -> np.ndarray:
+    """Offsets (``ln`` base measure) over the spread grid for each column: flat within
+    :data:`PRIOR_FLAT` octaves of 2⁰ or of the column's public ``anchor`` octave (the larger of the
+    two :func:`log_prior` values), (d, grid) float64."""
+    octs = np.floor(GRID_K / 4.0)[None, :]
+    a = np.asarray(anchor, dtype=np.float64)[:, None]
+    return np.maximum(log_prior(octs, 0.0), log_prior(octs, a))
+
+
+def cell_log_prior(oct_: np.ndarray, e_min: int) -> np.ndarray:
+    """Offsets over the octave cells: :func:`log_prior` centred at 2⁰, and the central cell
+    ``[−2^{e_min}, 2^{e_min})`` (around 0, octave ``e_min − 1``) as if it were at octave 0."""
+    return log_prior(np.where(oct_ == e_min - 1, 0.0, oct_), 0.0)
+
+
+def centred_spread(source: Any, center: np.ndarray, n: int, eps: Fraction, anchor: np.ndarray,
+                   gen: np.random.Generator) -> np.ndarray:
+    """A spread step (docs/proofs/mean.md §11): per column, the exponential mechanism (Δ = 1) on
+    :func:`centred_spread_utility` around the released ``center`` over :func:`positive_grid`,
+    base measure :func:`spread_log_prior` ``(anchor)``; one pass over the data."""
+    grid = positive_grid()
+    d = center.size
+    with np.errstate(over="ignore", invalid="ignore"):
+        edges = [np.concatenate([center[j] - grid, center[j] + grid]) for j in range(d)]  # over columns
+    below = source.below_counts(edges)
+    util = np.stack([centred_spread_utility(below[j][grid.size:], below[j][: grid.size], n)
+                     for j in range(d)])  # over columns
+    return grid[exponential_mechanism(util, base_measure(spread_log_prior(anchor)), eps, gen)]
+
+
+def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Generator,
+                    delta: Any = Fraction(1, 10**6), may_switch: bool = True) -> dict[str, Any] | None:
+    """Steps 1–5 of the module docstring on the finite rows ``x`` (n, d) — an array or a
     :class:`~privagg.engines.base.PointSource` (every data access is one of its methods, so an
     engine returns the same integers and the release has the same law) — given the released
-    ``n̂ >= 1``. Returns the released values (mean, center, spreads, radii, outside count, and the
-    public noise description for the confidence intervals), or None after steps 1–2 when a
-    coordinate needs more than :data:`COORD_LEVELS` refinement levels (the caller then switches
-    to the FriendlyCore plan with :func:`switch_epsilon`)."""
-    from .mean import (_finite, _grid_up, _noisy_clipped_release, _source, _sum_exponent,
-                       row_keys)
+    ``n̂ >= 1``, with :func:`coordinate_budget` ``(ε, δ, d)``. Returns the released values (mean,
+    center, spreads, radii, outside count, and the public noise description for the confidence
+    intervals), or None when a coordinate needs more than :data:`COORD_LEVELS` refinement levels
+    or its refined cell stays wider than :data:`COORD_SWITCH_WIDTH` second spreads (data far from
+    0 relative to their spread: the caller then switches to the FriendlyCore plan with
+    :func:`switch_budget`). With ``may_switch=False`` (public: the caller's choice from n̂, when
+    the switched plan could not release) it never returns None: at most COORD_LEVELS levels."""
+    from .mean import _finite, _grid_up, _noisy_clipped_release, _source, _sum_exponent
 
     source = _source(x)
     n, d = source.count(), source.d
-    _, eps_out, (e_s, e_o, e_l, e_sum) = coordinate_shares(epsilon, d)
-    # 1. spread: the median of the untied |x_a − x_b| over consecutive pairs (sensitivity 4)
-    grid_p = positive_grid()
-    counts = source.pair_quantile_counts(row_keys(d, gen), grid_p)
-    util = spread_utility(counts, n_hat)  # the cell holding the untied median (§11)
-    off = float(2 * SPREAD_SENSITIVITY / e_s) * log_prior(np.floor(GRID_K / 4.0), 0.0)
-    spread = grid_p[noisy_max(util, off[None, :], e_s, gen, sensitivity=SPREAD_SENSITIVITY)]
-    # 2. octave cell (cell utility, prior centred at the spread's octave)
-    e_min = (_octave(spread) + 1).astype(np.int64)  # cells at least about twice the spread wide
-    cells = [octave_cells(int(e)) for e in e_min.tolist()]
-    below = source.below_counts([np.concatenate([c[0], c[1]]) for c in cells])  # one pass, d columns
-    util, off = [], []
-    for j in range(d):  # over columns
-        lo, hi, oct_ = cells[j]
-        util.append(cell_utility_of_counts(below[j][: lo.size], below[j][lo.size :], n))
-        off.append(float(2 / e_o) * log_prior(oct_, float(e_min[j] - 1)))
-    width = max(u.size for u in util)
-    util = np.stack([np.pad(u, (0, width - u.size), constant_values=-(10**18)) for u in util])
-    off = np.stack([np.pad(o, (0, width - o.size)) for o in off])
-    pick = noisy_max(util, off, e_o, gen)
-    a = np.array([c[0][k] for c, k in zip(cells, pick.tolist())])  # over columns
-    b = np.array([c[1][k] for c, k in zip(cells, pick.tolist())])
+    bud = coordinate_budget(epsilon, delta, d, low_sample(n_hat, epsilon, d))
+    # 1. octave cell of a median (cell utility, Δ = 1), the same public partition for every column
+    lo, hi, oct_ = octave_cells(CELL_E_MIN)
+    below = source.below_counts([np.concatenate([lo, hi])] * d)  # one pass, d columns
+    util = np.stack([cell_utility_of_counts(b[: lo.size], b[lo.size :], n) for b in below])
+    pick = exponential_mechanism(util, base_measure(cell_log_prior(oct_, CELL_E_MIN)), bud.e_cell, gen)
+    a, b = lo[pick].copy(), hi[pick].copy()
+    with np.errstate(invalid="ignore", over="ignore"):
+        wide = ~np.isfinite(b - a)  # the two cells beyond ±2^1023: their finite edge
+        c1 = np.where(wide, np.where(np.isfinite(a), a, b), a + (b - a) / 2)
+    # 2. first spread: the untied median of |x − c1| (Δ = 1), base measure around 2⁰ and c1's octave
+    s1 = centred_spread(source, c1, n, bud.e_s1, _octave(c1), gen)
     with np.errstate(over="ignore"):
-        levels = levels_needed(b - a, spread)
+        levels = levels_needed(b - a, s1 / COORD_LEVEL_DIV)
     if int(levels.max()) > COORD_LEVELS:
-        return None
-    # 3. refinement: COORD_BRANCH subcells (and one more on each side) per level
+        if may_switch:
+            return None
+        levels = np.where(wide, 0, np.minimum(levels, COORD_LEVELS))  # an infinite cell is not split
+    # 3. refinement: COORD_BRANCH subcells (and one more on each side) per level, to s1/32 wide
     steps = np.arange(-1, COORD_BRANCH + 1, dtype=np.float64)
     for j in range(d):  # over columns
-        e_lv = e_l / int(levels[j]) if levels[j] else e_l
+        e_lv = bud.level_epsilon(int(levels[j]))
         for _ in range(int(levels[j])):  # at most COORD_LEVELS
             w = (b[j] - a[j]) / COORD_BRANCH
             sub_lo = a[j] + steps[:-1] * w
@@ -302,24 +433,148 @@ def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Genera
             edges = [np.concatenate([sub_lo, sub_hi]) if i == j else np.zeros(0) for i in range(d)]
             bl = source.below_counts(edges)[j]
             util_j = cell_utility_of_counts(bl[: sub_lo.size], bl[sub_lo.size :], n)
-            k = noisy_max(util_j[None, :], np.zeros(1), e_lv, gen)[0]
+            k = exponential_mechanism(util_j[None, :], np.ones(1, np.int64), e_lv, gen)[0]
             a[j], b[j] = sub_lo[k], sub_hi[k]
-    center = _finite(a + (b - a) / 2)
-    # 4. clipped sums, one coordinate at a time (discrete Laplace, ε-DP each)
+    refined = levels > 0
+    with np.errstate(invalid="ignore", over="ignore"):
+        center = _finite(np.where(refined, a + (b - a) / 2, c1))
+    # 4. second spread around the refined center (columns with L_j >= 1; the others' center did
+    #    not move: their first spread stays)
+    spread = s1
+    if refined.any():
+        s2 = centred_spread(source, center, n, bud.e_s2, _octave(s1), gen)
+        spread = np.where(refined, s2, s1)
+        with np.errstate(over="ignore", invalid="ignore"):
+            if may_switch and bool(np.any(refined & ((b - a) > COORD_SWITCH_WIDTH * s2))):
+                return None  # the center is not resolved at the data's spread: far data
+    # 5. clipped sums, one coordinate at a time (discrete Laplace, ε_sum-DP each)
     radii = np.array([_grid_up(COORD_K * s) for s in spread.tolist()])
     mean = np.empty(d)
     params, steps_g = np.empty(d), np.empty(d)
     for j in range(d):  # over columns
-        rel = _noisy_clipped_release(source.column(j), center[j : j + 1], float(radii[j]), e_sum,
+        rel = _noisy_clipped_release(source.column(j), center[j : j + 1], float(radii[j]), bud.eps_sum,
                                      _LAPLACE, gen)
         mean[j] = _finite(center[j] + rel.values[0] / n_hat)
         params[j], steps_g[j] = float(rel.noise_grid), rel.step
     # noisy count of the rows beyond the box (any coordinate): sensitivity 1
     out_rows = source.outside_count(center, radii)
-    outside = out_rows + int(discrete_laplace(1 / eps_out, rng=gen))
-    q = math.exp(-float(eps_out))
+    outside = out_rows + int(discrete_laplace(1 / bud.eps_out, rng=gen))
+    q = math.exp(-float(bud.eps_out))
     h = np.ldexp(1.0, [_sum_exponent(float(r)) for r in radii])
     return {"mean": mean, "center": center, "spread": spread, "radii": radii,
             "outside": float(outside), "outside_sd": math.sqrt(2.0 * q) / (1.0 - q),
             "noise": ("laplace-coordinate", params, steps_g, None,
                       h / 2.0 + 8.0 * 2.0**-53 * radii, steps_g)}
+
+
+# ------------------------------------------------------------------ the exponential mechanism
+#: Precision (bits) of the first enclosures of the exponential mechanism's weights.
+EM_PRECISION = 128
+
+
+def base_measure(log_prior_values: np.ndarray) -> np.ndarray:
+    """Public integer weights ``μ_k = max(1, ⌊2^30·exp(ln prior_k − max ln prior)⌋)`` from public
+    log-prior values (float64): the exponential mechanism's base measure (int64, >= 1). Any
+    data-independent μ gives the same privacy guarantee; integers make the sampler exact."""
+    lp = np.asarray(log_prior_values, dtype=np.float64)
+    lp = lp - lp.max(axis=-1, keepdims=True)
+    return np.maximum(1, np.floor(np.exp2(30.0 + lp / math.log(2.0)))).astype(np.int64)
+
+
+def _level_enclosures(levels: list[int], num: int, den: int, prec: int) -> list[tuple[int, int]]:
+    """Enclosures of ``exp(−num·g/den)·2^prec`` for the ascending integers ``g`` of ``levels``
+    (products of certified steps ``exp(−num·(g_i − g_{i−1})/den)``; each a valid enclosure)."""
+    from ..noise._exact import exp_neg_fixed, mul_iv
+
+    out, cache, cur, prev = [], {}, (1 << prec, 1 << prec), 0
+    for g in levels:  # over the distinct utility levels (at most n + 1), not over records
+        step = g - prev
+        if step:
+            if step not in cache:
+                cache[step] = exp_neg_fixed(num * step, den, prec)
+            cur = mul_iv(cur, cache[step], prec)
+        out.append(cur)
+        prev = g
+    return out
+
+
+class _LevelTable:
+    """Exact draws of an index ``i`` with ``P(i) ∝ mass_i·exp(−num·levels_i/den)`` (``levels``
+    ascending from 0, ``mass_i >= 1`` integers): inverse CDF against a lazily extended uniform
+    ``U``, with certified enclosures of the cumulative weights (cached per precision); a decision
+    is made only when the enclosures separate ``U·total`` from the cumulative sums, else the
+    precision and the bits of ``U`` are doubled (docs/proofs/mean.md §11). At the first precision
+    the levels whose weight is below ``2^−(prec+64)`` of the first level's enter as one bucket
+    bounded by ``[0, 1]·2^−prec`` (a public speed-up: it only makes the enclosures wider)."""
+
+    def __init__(self, mass: list[int], levels: list[int], num: int, den: int) -> None:
+        self.mass, self.levels, self.num, self.den = mass, levels, num, den
+        self.cut_g = math.ceil((EM_PRECISION + 64 + sum(mass).bit_length()) * math.log(2.0) * den / num) + 1
+        self._cache: dict[int, tuple[list[int], list[int], int, int]] = {}
+
+    def _cumulative(self, prec: int) -> tuple[list[int], list[int], int, int]:
+        if prec not in self._cache:
+            from ..noise._exact import ceil_div
+
+            k = (len(self.levels) if prec > EM_PRECISION
+                 else bisect.bisect_right(self.levels, self.cut_g))
+            c_lo, c_hi, lo_acc, hi_acc = [], [], 0, 0
+            for m, (lo, hi) in zip(self.mass[:k], _level_enclosures(self.levels[:k], self.num, self.den, prec)):
+                lo_acc += m * lo  # over levels
+                hi_acc += m * hi
+                c_lo.append(lo_acc)
+                c_hi.append(hi_acc)
+            tail = sum(self.mass[k:])  # each weight <= 2^-(64 + bits(total mass)) · 2^prec
+            t_hi = hi_acc + (ceil_div(tail << prec, 1 << (prec + 64)) + 1 if tail else 0)
+            self._cache[prec] = (c_lo, c_hi, lo_acc, t_hi)
+        return self._cache[prec]
+
+    def draw(self, gen: np.random.Generator) -> int:
+        from ..noise._tables import random_words
+
+        prec, ubits = EM_PRECISION, EM_PRECISION + 64
+        u = 0
+        for w in random_words(gen, ubits // 64).tolist():
+            u = (u << 64) | int(w)
+        while True:
+            c_lo, c_hi, t_lo, t_hi = self._cumulative(prec)
+            # U·total·2^prec lies in [u·t_lo, (u + 1)·t_hi] / 2^ubits; C_j·2^prec in [c_lo_j, c_hi_j]
+            x_lo, x_hi = u * t_lo, (u + 1) * t_hi
+            j = bisect.bisect_right(c_hi, x_lo >> ubits)  # the first j with c_hi_j·2^ubits > x_lo
+            if j < len(c_lo) and x_hi <= c_lo[j] << ubits:
+                return j
+            # undecided (or in the tail bucket): more precision, more bits of U, every level exact
+            if prec >= (1 << 14):  # pragma: no cover - enclosures always separate (measure zero)
+                raise ArithmeticError("exponential mechanism: enclosures did not separate")
+            for w in random_words(gen, ubits // 64).tolist():
+                u = (u << 64) | int(w)
+            prec, ubits = 2 * prec, 2 * ubits
+
+
+def exponential_mechanism(utility: np.ndarray, mu: np.ndarray, eps: Fraction,
+                          gen: np.random.Generator, size: int | None = None) -> np.ndarray:
+    """Per row of the integer ``utility`` (d, K) (sensitivity 1): an exact draw of ``k`` with
+    ``P(k) ∝ μ_k·exp(ε·u_k/2)`` (``mu`` public int64 weights >= 1, broadcast to (d, K)); ``size``
+    independent draws per row (shape (d, size)) when given (audits). ε-DP, and ``ε²/8``-zCDP per
+    row: it is ε-bounded-range (Durfee & Rogers 2019; Cesar & Rogers 2021; docs/proofs/mean.md
+    §11). The candidates are grouped by utility level (loops over rows, distinct levels and draws
+    only, never over records)."""
+    u = np.asarray(utility, dtype=np.int64)
+    mu = np.broadcast_to(np.asarray(mu, dtype=np.int64), u.shape)
+    num, den = eps.numerator, 2 * eps.denominator  # exp(ε·u/2) = exp(−num·g/den)·const
+    draws = 1 if size is None else int(size)
+    out = np.empty((u.shape[0], draws), dtype=np.int64)
+    for r in range(u.shape[0]):  # over columns
+        g = int(u[r].max()) - u[r]
+        levels, inv = np.unique(g, return_inverse=True)
+        mass = np.zeros(levels.size, dtype=np.int64)
+        np.add.at(mass, inv, mu[r])
+        table = _LevelTable(mass.tolist(), levels.tolist(), num, den)
+        order = np.argsort(inv, kind="stable")  # candidates grouped by level, in index order
+        cum = np.cumsum(mu[r][order])
+        starts = np.concatenate([[0], np.cumsum(mass)[:-1]])
+        for t in range(draws):  # one draw in production
+            i = table.draw(gen)
+            pick = int(starts[i]) + int(gen.integers(0, int(mass[i])))  # μ-weighted within level i
+            out[r, t] = order[int(np.searchsorted(cum, pick, side="right"))]
+    return out[:, 0] if size is None else out
