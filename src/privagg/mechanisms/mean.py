@@ -932,9 +932,13 @@ def _private_mean(source: PointSource, epsilon: Any, delta: Any, radius: Any, al
     if r is None and d <= PAIR_RADIUS_DIM and n_hat * _frac(epsilon) < PAIR_RADIUS:
         r = _pair_radius(sub, min(n_hat, m_loc), plan.eps_select, gen)
     elif r is None:
-        from ..friendlycore.radius import select_radius
+        from ..friendlycore.radius import radius_rate, select_radius
 
-        r = select_radius(sub, epsilon=plan.eps_select, alpha=alpha, rng=gen)
+        # on a further Poisson subsample of public rate (docs/proofs/mean.md §4): AboveThreshold
+        # needs only M_RADIUS rows; coins drawn only when the rate is below 1
+        rate = radius_rate(plan.eps_select, alpha, min(n_hat, m_loc))
+        rsub = sub if rate >= 1.0 else sub[gen.random(sub.shape[0]) < rate]
+        r = select_radius(rsub, epsilon=plan.eps_select, alpha=alpha, rng=gen)
         if r is None:
             return bottom(None, "no grid radius 2^(j/4), j = -40…160, gathers most points "
                                 f"(noisy count n̂ = {n_hat})")
