@@ -33,7 +33,7 @@ from .kernel import _map, _shell_blocks
 from .predicates import squared_distance
 
 __all__ = ["C_RADIUS", "GAMMA", "GRID_EXPONENTS", "M_RADIUS_MIN", "above_threshold", "grid_levels",
-           "grid_radii", "radius_queries", "radius_rate", "radius_sample_size", "select_radius"]
+           "grid_radii", "radius_queries", "radius_rate", "radius_sample_size", "radius_subsample", "select_radius"]
 
 #: Grid ``r_j = 2^{j/4}`` for these ``j`` (public).
 GRID_EXPONENTS = np.arange(-40, 161)
@@ -239,6 +239,14 @@ def radius_rate(epsilon: Any, alpha: Any, m_pub: int) -> float:
     sample whose expected size is ``m_pub`` (``min(n̂, m_locate)`` in ``private_mean``)."""
     m = radius_sample_size(epsilon, alpha)
     return 1.0 if m >= m_pub else m / m_pub
+
+
+def radius_subsample(x: np.ndarray, rate: float, gen: np.random.Generator) -> np.ndarray:
+    """Each row of ``x`` independently with the public probability ``rate`` (coins
+    ``gen.random() < rate``, independent of the values); ``x`` itself, drawing nothing, when
+    ``rate >= 1``. Adding a row to ``x`` adds at most that row to the result (same coins for the
+    others), so an ε-DP step on the result is ε-DP on ``x`` (``docs/proofs/mean.md`` §4)."""
+    return x if rate >= 1.0 else x[gen.random(x.shape[0]) < rate]
 
 
 def select_radius(x: np.ndarray, *, epsilon: Fraction, alpha: Any = 0.0, rng: np.random.Generator) -> float | None:
