@@ -32,8 +32,8 @@ from .filter import alpha_fraction
 from .kernel import _map, _shell_blocks
 from .predicates import squared_distance
 
-__all__ = ["GAMMA", "GRID_EXPONENTS", "above_threshold", "grid_levels", "grid_radii", "radius_queries",
-           "select_radius"]
+__all__ = ["C_RADIUS", "GAMMA", "GRID_EXPONENTS", "M_RADIUS_MIN", "above_threshold", "grid_levels",
+           "grid_radii", "radius_queries", "radius_rate", "radius_sample_size", "radius_subsample", "select_radius"]
 
 #: Grid ``r_j = 2^{j/4}`` for these ``j`` (public).
 GRID_EXPONENTS = np.arange(-40, 161)
@@ -42,6 +42,17 @@ GRID_EXPONENTS = np.arange(-40, 161)
 #: Q <= (1 − c)(1 − 2c)m = 0.855m at c = 5%; 1/10 is then met only by radii that befriend them.)
 GAMMA = Fraction(1, 4)
 _BLOCK = 512
+#: Rows of the radius step (:func:`radius_sample_size`): ``max(M_RADIUS_MIN, ceil(C_RADIUS·Δ/ε))``.
+#: Below the data's scale every query is ``g = −(1 − γ)m`` (each point is only its own friend,
+#: p = 0), and AboveThreshold stops there only if ``ν − T̃ >= (1 − γ)m`` (``ν ~ DLap(4Δ/ε)``,
+#: ``T̃ ~ DLap(2Δ/ε)``), which has probability ``<= e^{−(1 − γ)mε/(4Δ)}``; over the 201 radii
+#: the premature stop has probability ``<= β = 10⁻⁶`` once ``m >= (16/3)·ln(201/β)·Δ/ε
+#: = 102·Δ/ε``. ``C_RADIUS = 128`` is that times 1.25, so that the (binomial) size of the sample
+#: may fall 20 % below its mean (probability ``< e^{−0.02·M_RADIUS_MIN} = e^{−40}``).
+C_RADIUS = 128
+#: Floor of the radius step's expected size (the spread of the core fraction it measures,
+#: about ``1/√m``, stays ≲ 2 %).
+M_RADIUS_MIN = 2000
 #: floor((√2 − 1)·2^52): a float ``2^E·(1 + F/2^52)`` is ``<= 2^{E + 1/2}`` iff ``F <= _SQRT2_F``.
 _SQRT2_F = math.isqrt(2**105) - 2**52
 _MANTISSA = (1 << 52) - 1
@@ -213,6 +224,29 @@ def above_threshold(queries: np.ndarray, *, sensitivity: int, epsilon: Fraction,
     above = (q + noise) >= np.asarray(threshold)[..., None]
     first = np.where(above.any(axis=-1), np.argmax(above, axis=-1), q.size)
     return int(first) if trials is None else first
+
+
+def radius_sample_size(epsilon: Any, alpha: Any = 0.0) -> int:
+    """``M_RADIUS = max(M_RADIUS_MIN, ceil(C_RADIUS·Δ/ε))``, ``Δ = ceil(L(α)) + 1``: the expected
+    number of rows AboveThreshold needs so that a premature stop (below the data's scale) has
+    probability ``<= 10⁻⁶`` (:data:`C_RADIUS`). Public: a function of ε and α alone."""
+    delta_q = math.ceil(movement_bound(alpha)) + 1
+    return max(M_RADIUS_MIN, math.ceil(C_RADIUS * delta_q / Fraction(epsilon)))
+
+
+def radius_rate(epsilon: Any, alpha: Any, m_pub: int) -> float:
+    """The public rate ``min(1, M_RADIUS/m_pub)`` of the radius step's Poisson subsample of a
+    sample whose expected size is ``m_pub`` (``min(n̂, m_locate)`` in ``private_mean``)."""
+    m = radius_sample_size(epsilon, alpha)
+    return 1.0 if m >= m_pub else m / m_pub
+
+
+def radius_subsample(x: np.ndarray, rate: float, gen: np.random.Generator) -> np.ndarray:
+    """Each row of ``x`` independently with the public probability ``rate`` (coins
+    ``gen.random() < rate``, independent of the values); ``x`` itself, drawing nothing, when
+    ``rate >= 1``. Adding a row to ``x`` adds at most that row to the result (same coins for the
+    others), so an ε-DP step on the result is ε-DP on ``x`` (``docs/proofs/mean.md`` §4)."""
+    return x if rate >= 1.0 else x[gen.random(x.shape[0]) < rate]
 
 
 def select_radius(x: np.ndarray, *, epsilon: Fraction, alpha: Any = 0.0, rng: np.random.Generator) -> float | None:

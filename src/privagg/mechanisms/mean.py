@@ -12,7 +12,9 @@ with public shares of the budget:
    ``x_j/s_j`` and the release is scaled back, so each column's error follows its own spread
    (:attr:`MeanRelease.scales`; docs/proofs/mean.md §2b).
 2. **Radius** (only when ``radius=None``). AboveThreshold over the public grid
-   ``r_j = 2^{j/4}`` (``j = −40 … 160``: 2⁻¹⁰ to 2⁴⁰) on the Poisson subsample of step 3; see
+   ``r_j = 2^{j/4}`` (``j = −40 … 160``: 2⁻¹⁰ to 2⁴⁰) on a further Poisson subsample of the
+   subsample of step 3, of public rate ``min(1, M_RADIUS/min(n̂, m_locate))``
+   (:func:`~privagg.friendlycore.radius.radius_sample_size`); see
    :mod:`privagg.friendlycore.radius`. Small samples (released ``n̂·ε <`` :data:`PAIR_RADIUS`,
    ``d <=`` :data:`PAIR_RADIUS_DIM`):
    ``(2 + 1/d)`` times a report-noisy-max median of the distances of consecutive rows in a
@@ -930,7 +932,7 @@ def _private_mean(source: PointSource, epsilon: Any, delta: Any, radius: Any, al
     if scale:
         source = source.scaled(k_scale)
         scales = np.ldexp(1.0, k_scale)
-    # Poisson subsample of public rate (given n̂): used by radius selection and locate.
+    # Poisson subsample of public rate (given n̂): used by locate (and, subsampled, by the radius).
     q = min(1.0, m_loc / n_hat)
     sub = source.poisson_sample(q, gen)
     data = source.x if isinstance(source, ArrayPoints) else source  # the array itself in memory
@@ -938,9 +940,12 @@ def _private_mean(source: PointSource, epsilon: Any, delta: Any, radius: Any, al
     if r is None and d <= PAIR_RADIUS_DIM and n_hat * _frac(epsilon) < PAIR_RADIUS:
         r = _pair_radius(sub, min(n_hat, m_loc), plan.eps_select, gen)
     elif r is None:
-        from ..friendlycore.radius import select_radius
+        from ..friendlycore.radius import radius_rate, radius_subsample, select_radius
 
-        r = select_radius(sub, epsilon=plan.eps_select, alpha=alpha, rng=gen)
+        # on a further Poisson subsample of public rate (docs/proofs/mean.md §4): AboveThreshold
+        # needs only about M_RADIUS rows; coins drawn only when the rate is below 1
+        rate = radius_rate(plan.eps_select, alpha, min(n_hat, m_loc))
+        r = select_radius(radius_subsample(sub, rate, gen), epsilon=plan.eps_select, alpha=alpha, rng=gen)
         if r is None:
             return bottom(None, "no grid radius 2^(j/4), j = -40…160, gathers most points "
                                 f"(noisy count n̂ = {n_hat})")
