@@ -1030,7 +1030,7 @@ def _coreset_plan(eps: Fraction, dlt: Fraction, d_proj: int) -> CoresetPlan:
         if not gaussian_half(sigma2):
             # beyond the exact sampler's table its σ² must be CKS-friendly (an integer multiple of
             # floor(σ) + 1): rounded up, which only adds noise (ρ = d/(2σ²) <= ρ_a). Without it
-            # ε <= about 0.3 at d = 20 raised ParameterError in the sampler after the charge.
+            # ε = 0.1 at d = 20 raised ParameterError in the sampler after the charge.
             sigma2 = Fraction(_cks_friendly(math.ceil(sigma2)))
         # d new cells, each passes with P[Z >= T − 1] <= δ_new/d
         t_a = max(1, 1 + DiscreteGaussian(sigma2).upper_quantile(float(_float_down(d_new / d_proj))))
