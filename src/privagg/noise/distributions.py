@@ -351,7 +351,8 @@ def _dg_tail_upper(s2: Fraction, k: int, beta: Fraction | None = None) -> Fracti
     Above the true tail by a factor of about ``1 + σ²/k²`` (≈ 1.04 at the usual thresholds, a
     quantile ≈ 0.01σ higher). ``beta``: the precision of the exponential is set so that its
     rounding is far below ``beta``."""
-    prec = 64 + (0 if beta is None else max(0, math.ceil(math.log2(1 / float(beta))) if beta > 0 else 0))
+    # about log2(1/beta) bits more, from the integers (a float 1/beta overflows below 2^-1074)
+    prec = 64 if beta is None or beta <= 0 else 64 + max(0, beta.denominator.bit_length() - beta.numerator.bit_length() + 1)
     hi = exp_neg_fixed(k * k * s2.denominator, 2 * s2.numerator, prec)[1]
     return Fraction(hi, 1 << prec) * (1 + s2 / k) / _dg_norm_lo(s2)
 
