@@ -179,11 +179,14 @@ def _privagg_rows(units, keys, eps, delta, l0, linf, seed) -> list[tuple[str, np
     out.append(("privagg optimal selection + counts", r.keys, r.counts, bounded(l0)))
     r = privagg.stable_histogram(keys, max_keys_per_unit=l0, noise="gaussian", **common)
     out.append(("privagg stable, noise=gaussian", r.keys, r.counts, bounded(l0)))
+    r = privagg.stable_histogram(keys, max_keys_per_unit=l0, selection="gaussian", **common)
+    out.append(("privagg gaussian selection + counts", r.keys, r.counts, bounded(l0)))
     # the peers release no total: equal release content is privagg with total_epsilon_share=0 (no
     # noisy total, no frequencies, all of ε on the counts)
     for name, kw in (("privagg stable, no total (share 0)", {}),
                      ("privagg optimal, no total (share 0)", {"selection": "optimal"}),
-                     ("privagg gaussian, no total (share 0)", {"noise": "gaussian"})):
+                     ("privagg gaussian, no total (share 0)", {"noise": "gaussian"}),
+                     ("privagg gauss. sel., no total (share 0)", {"selection": "gaussian"})):
         r = privagg.stable_histogram(keys, max_keys_per_unit=l0, total_epsilon_share=0, **kw, **common)
         out.append((name, r.keys, r.counts, bounded(l0)))
     r = privagg.stable_histogram(keys, max_keys_per_unit="auto", **common)

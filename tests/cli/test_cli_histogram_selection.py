@@ -53,6 +53,12 @@ BAD = [  # (extra options, the start of the one-line error)
      "stable_histogram: parameter 'threshold' must be omitted with --selection optimal"),
     (["--selection", "optimal", "--engine", "spark"],
      "stable_histogram: parameter 'selection' must be 'threshold' with --engine spark"),
+    (["--noise", "gaussian", "--selection", "gaussian"],
+     "stable_histogram: parameter 'noise' must be 'laplace' with --selection gaussian"),
+    (["--selection", "gaussian", "--threshold", "tight"],
+     "stable_histogram: parameter 'threshold' must be omitted with --selection gaussian"),
+    (["--selection", "gaussian", "--engine", "spark"],
+     "stable_histogram: parameter 'selection' must be 'threshold' with --engine spark"),
     (["--selection", "best"],
      "stable_histogram: parameter 'selection' must be one of 'threshold', 'optimal'"),
     (["--selection", "optimal", "--max-keys-per-unit", "3", "--epsilon", "0.005"],  # ε' = 0.00075 < 2^-10
@@ -99,24 +105,26 @@ def _seeded(monkeypatch):
     monkeypatch.setattr(cli_histogram, "secure_generator", lambda: np.random.default_rng(SEED))
 
 
-@pytest.mark.parametrize(("l0", "linf"), [(3, 2), (2, 1)])
-def test_optimal_duckdb_cli_equals_python_on_the_same_rows_and_generator(rows, ledger_path, monkeypatch, l0, linf):
+@pytest.mark.parametrize(("l0", "linf", "selection"), [(3, 2, "optimal"), (2, 1, "optimal"), (3, 2, "gaussian"),
+                                                    (2, 1, "gaussian")])
+def test_optimal_duckdb_cli_equals_python_on_the_same_rows_and_generator(rows, ledger_path, monkeypatch, l0, linf,
+                                                                        selection):
     """DuckDB's two bounded counts (ℓ0, ℓ∞) and (ℓ0, 1) with one secret, then the selection: the
-    release equals stable_histogram(selection="optimal") with the same generator (the secret is
-    its first draw in both). Control: another seed gives another release."""
+    release equals stable_histogram(selection=...) with the same generator (the secret is its
+    first draw in both). Control: another seed gives another release."""
     data, users, items = rows
     _seeded(monkeypatch)
-    res = CliRunner().invoke(main, _args(data, ledger_path, "--selection", "optimal", "--max-keys-per-unit",
+    res = CliRunner().invoke(main, _args(data, ledger_path, "--selection", selection, "--max-keys-per-unit",
                                          str(l0), "--max-rows-per-key", str(linf), "--json"))
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     py = stable_histogram(items, units=users, epsilon=1, delta=1e-6, max_keys_per_unit=l0, max_rows_per_key=linf,
-                          selection="optimal", rng=np.random.default_rng(SEED))
+                          selection=selection, rng=np.random.default_rng(SEED))
     assert len(py.keys) >= 5  # enough keys kept for the comparison to mean something
     assert out["keys"] == py.keys.tolist() and out["counts"] == py.counts.tolist()
-    assert out["noisy_total"] == py.noisy_total
+    assert out["noisy_total"] == py.noisy_total and out["selection"] == selection
     other = stable_histogram(items, units=users, epsilon=1, delta=1e-6, max_keys_per_unit=l0,
-                             max_rows_per_key=linf, selection="optimal", rng=np.random.default_rng(SEED + 1))
+                             max_rows_per_key=linf, selection=selection, rng=np.random.default_rng(SEED + 1))
     assert (other.counts.tolist(), other.noisy_total) != (py.counts.tolist(), py.noisy_total)
 
 
@@ -200,3 +208,22 @@ def test_optimal_from_counts_matches_keys_by_value_when_the_two_runs_differ():
                                         selection="optimal", unit_counts=KeyCounts(bc.keys, bc.counts // 2, 900),
                                         rng=np.random.default_rng(SEED))
     assert same.keys.tolist() == ["a", "b", "c"]  # control: aligned runs keep bc's keys
+
+
+def test_gaussian_selection_json_and_table_are_truthful(rows, ledger_path):
+    base = _args(rows[0], ledger_path, "--selection", "gaussian", "--max-keys-per-unit", "3", "--max-rows-per-key",
+                 "2")
+    res = CliRunner().invoke(main, [*base, "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert (out["selection"], out["threshold"], out["noise"]) == ("gaussian", None, "discrete_laplace")
+    assert out["scale"] == float(Fraction(12) / Fraction(9, 10))  # counts: 2ℓ0ℓ∞/ε_c
+    assert out["selection_epsilon"] == 0.45 and out["selection_threshold"] == 79  # (ε_c/2, δ) at (3, 1)
+    assert out["error_bound"] is None and out["selection_epsilon_per_key"] is None
+    res = CliRunner().invoke(main, base)
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.stdout.split())
+    assert "Gaussian thresholding of the distinct units" in text and "noisy count ≥" not in text
+    with Ledger(ledger_path) as ledger:
+        first = ledger.charges()[0]
+        assert first.parameters["selection"] == "gaussian" and first.parameters["selection_threshold"] == 79

@@ -129,7 +129,8 @@ def release_payload(release: HistogramRelease, *, beta: float) -> dict[str, Any]
         "delta": float(release.delta),
         "neighbors": release.neighbors,
         "threshold": None if release.threshold is None or _optimal(release) else int(release.threshold),
-        # stable histogram: "threshold" (noisy count ≥ T) or "optimal" (partition selection, no T)
+        # stable histogram: "threshold" (noisy count ≥ T), "optimal" (partition selection, no T)
+        # or "gaussian" (Gaussian thresholding of the distinct units per key, no T on the counts)
         "selection": release.selection if release.mechanism == "stable_histogram" else None,
         "keys": json_keys(release.keys),
         "counts": np.asarray(release.counts).tolist(),
@@ -160,16 +161,29 @@ def release_payload(release: HistogramRelease, *, beta: float) -> dict[str, Any]
         "gaussian_calibration": getattr(release.params, "gaussian_calibration", None),
         # selection="optimal": the per-key (ε', δ') of the partition selection
         **dict(zip(("selection_epsilon_per_key", "selection_delta_per_key"), _per_key(release), strict=True)),
+        # selection="gaussian": the selection's (ε, δ), discrete Gaussian σ² and threshold on the
+        # noisy distinct units per key (docs/proofs/histograms.md §8.2)
+        **_gaussian_selection_fields(release),
     }
 
 
+def _gaussian_selection_fields(release: HistogramRelease) -> dict[str, Any]:
+    sel = getattr(release, "selection_params", None)
+    if sel is None:
+        return {"selection_epsilon": None, "selection_delta": None, "selection_sigma2": None,
+                "selection_threshold": None}
+    return {"selection_epsilon": float(sel.epsilon_exact), "selection_delta": float(sel.delta),
+            "selection_sigma2": float(sel.sigma2), "selection_threshold": int(sel.threshold)}
+
+
 def _optimal(release: HistogramRelease) -> bool:
-    return getattr(release, "selection", "threshold") == "optimal"
+    """Whether keys were selected apart from the counts (no threshold on the counts)."""
+    return getattr(release, "selection", "threshold") in ("optimal", "gaussian")
 
 
 def _per_key(release: HistogramRelease) -> tuple[float | None, float | None]:
     """selection="optimal": (ε', δ') = (ε_c/(2ℓ0), δ/ℓ0), as charged; else (None, None)."""
-    if not _optimal(release):
+    if getattr(release, "selection", "threshold") != "optimal":
         return None, None
     from ..mechanisms.histogram import _optimal_budget
 
@@ -239,6 +253,14 @@ def _selection_rows(release: HistogramRelease) -> list[tuple[str, str]]:
         if release.mechanism == "stable_histogram":
             rows.insert(0, ("selection", "threshold (released iff the noisy count reaches it)"))
         return rows
+    sel = getattr(release, "selection_params", None)
+    if sel is not None:
+        return [
+            ("selection", "Gaussian thresholding of the distinct units of each key (ε = "
+                          f"{format_float(float(sel.epsilon_exact))}, δ = {format_float(float(sel.delta))}; "
+                          f"discrete Gaussian σ {format_float(float(sel.sigma2) ** 0.5)}, kept iff ≥ {sel.threshold})"),
+            ("threshold", "none on the counts (keys kept by the selection; counts noised separately)"),
+        ]
     eps, dlt = _per_key(release)
     return [
         ("selection", "optimal partition selection on the distinct units of each key "

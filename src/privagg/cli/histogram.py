@@ -34,7 +34,7 @@ __all__ = ["histogram"]
 NEIGHBORS = ("replace", "add_remove")
 THRESHOLDS = ("tight", "seed")
 NOISES = ("laplace", "gaussian")
-SELECTIONS = ("threshold", "optimal")
+SELECTIONS = ("threshold", "optimal", "gaussian")
 DEFAULT_BETA = 0.05
 
 
@@ -67,9 +67,11 @@ DEFAULT_BETA = 0.05
 )
 @click.option("--threshold", default=None, metavar="tight|seed", help="Threshold rule (stable only) [default: tight].")
 @click.option(
-    "--selection", default=None, metavar="threshold|optimal",
-    help="How the stable histogram picks its keys [default: threshold]. optimal: with --privacy-unit and an "
-         "integer --max-keys-per-unit only (per-key partition selection on distinct units; no threshold).",
+    "--selection", default=None, metavar="threshold|optimal|gaussian",
+    help="How the stable histogram picks its keys [default: threshold]. optimal, gaussian: with --privacy-unit "
+         "and an integer --max-keys-per-unit only (optimal: per-key partition selection on distinct units; "
+         "gaussian: Gaussian thresholding of the distinct units per key; half of ε each, the counts get the "
+         "other half; no threshold on the counts).",
 )
 @click.option(
     "--noise", default="laplace", show_default=True, metavar="laplace|gaussian",
@@ -127,7 +129,8 @@ def histogram(
     With --privacy-unit and --delta, --noise gaussian draws discrete Gaussian noise
     ((ε, δ)-DP through zCDP) instead of discrete Laplace noise (without --domain: Gaussian
     thresholding). --selection optimal (with --privacy-unit, no --domain): each key is kept by
-    the optimal partition selection on its number of distinct units instead of a threshold.
+    the optimal partition selection on its number of distinct units instead of a threshold;
+    --selection gaussian: by Gaussian thresholding of that number (better for --max-rows-per-key > 1).
     """
     from ..mechanisms import histogram as mech
 
@@ -145,7 +148,7 @@ def histogram(
     if gaussian and bounds is None:
         rule = "'laplace' without --privacy-unit (the Gaussian noise is user level)"
         raise _validate.fail(mechanism, "noise", rule, noise)
-    optimal = _check_selection(mechanism, selection, domain, bounds, threshold, gaussian, noise)
+    split_selection = _check_selection(mechanism, selection, domain, bounds, threshold, gaussian, noise)
     if gaussian and domain is None and bounds[0] == "auto":  # type: ignore[index]
         rule = "'laplace' with --max-keys-per-unit auto and no --domain (give an integer ℓ0)"
         raise _validate.fail(mechanism, "noise", rule, noise)
@@ -172,11 +175,11 @@ def histogram(
             raise _validate.fail(mechanism, "delta", rule, None)
         dlt = number_option(mechanism, "delta", delta, _validate.check_delta)
         threshold = _validate.check_choice(mechanism, "threshold", threshold or "tight", THRESHOLDS)
-        if gaussian or optimal:  # the calibration (σ², the per-key table) fails here, if at all
+        if gaussian or split_selection is not None:  # the calibration (σ², the per-key table) fails here, if at all
             params = mech.StableHistogramParams.build(eps, dlt, neighbors, threshold, where=mechanism,
                                                       bounds=bounds, noise=noise)
-            if optimal:
-                mech._optimal_budget(mechanism, params, bounds[0])  # type: ignore[index]
+            if split_selection is not None:
+                mech._selection_budget(mechanism, params, split_selection)
     csv = csv_options("histogram", delimiter, encoding, quote)
     _validate.check_choice("histogram", "engine", engine, ("duckdb", "spark"))
     if engine != "spark" and (spark_master is not None or spark_conf):
@@ -184,7 +187,7 @@ def histogram(
                              "given with --engine spark only", spark_master or spark_conf[0])
     if engine == "spark" and gaussian:
         raise _validate.fail(mechanism, "noise", "'laplace' with --engine spark (use --engine duckdb)", noise)
-    if engine == "spark" and optimal:
+    if engine == "spark" and split_selection is not None:
         raise _validate.fail(mechanism, "selection", "'threshold' with --engine spark (use --engine duckdb)",
                              selection)
     conf = _spark.parse_conf("histogram", spark_conf)
@@ -227,11 +230,11 @@ def histogram(
                 bounding = Bounding(bounds[0], bounds[1], draw_secret(rng))
                 key_counts = engine.bounded_counts(bounding, domain=domain_keys).key_counts
                 user = {"max_keys_per_unit": bounds[0], "max_rows_per_key": bounds[1], "unit": privacy_unit}
-                if optimal and bounds[1] != 1:  # v: distinct units per key, the same secret (same kept pairs)
+                if split_selection is not None and bounds[1] != 1:  # v: distinct units per key, same secret
                     distinct = Bounding(bounds[0], 1, bounding.secret)
                     user["unit_counts"] = engine.bounded_counts(distinct).key_counts
-                if optimal:
-                    user["selection"] = "optimal"
+                if split_selection is not None:
+                    user["selection"] = split_selection
         # The mechanism charges the ledger (if any) before it draws noise.
         if bounds is not None and bounds[0] == "auto":
             pass
@@ -270,24 +273,25 @@ def _show(release: object, *, file: Path, column: str, as_json: bool, beta: floa
 
 def _check_selection(where: str, selection: str | None, domain: Path | None,
                      bounds: tuple[int | str, int] | None, threshold: str | None, gaussian: bool,
-                     noise: str) -> bool:
-    """--selection: whether it is "optimal" (refused where Python refuses it: exit 2, before any charge)."""
+                     noise: str) -> str | None:
+    """--selection: "optimal" or "gaussian" (keys selected apart from the counts), or None for the
+    threshold (refused where Python refuses it: exit 2, before any charge)."""
     if selection is None:
-        return False
+        return None
     if domain is not None:
         raise _validate.fail(where, "selection", "omitted with --domain (every domain key is released)", selection)
     if _validate.check_choice(where, "selection", selection, SELECTIONS) == "threshold":
-        return False
+        return None
     if bounds is None:
-        rule = "'threshold' without --privacy-unit (the optimal selection is user level)"
+        rule = f"'threshold' without --privacy-unit (the {selection} selection is user level)"
         raise _validate.fail(where, "selection", rule, selection)
     if bounds[0] == "auto":
         raise _validate.fail(where, "selection", "'threshold' with --max-keys-per-unit auto", selection)
     if gaussian:
-        raise _validate.fail(where, "noise", "'laplace' with --selection optimal", noise)
+        raise _validate.fail(where, "noise", f"'laplace' with --selection {selection}", noise)
     if threshold is not None:
-        raise _validate.fail(where, "threshold", "omitted with --selection optimal (no threshold)", threshold)
-    return True
+        raise _validate.fail(where, "threshold", f"omitted with --selection {selection} (no threshold)", threshold)
+    return selection
 
 
 def _check_gaussian(mech: object, where: str, eps: float, neighbors: str, bounds: tuple[int | str, int],

@@ -71,6 +71,8 @@ __all__ = [
 
 NEIGHBORS = ("replace", "add_remove")
 THRESHOLDS = ("tight", "seed")
+#: How the stable histogram selects its keys (``selection=``).
+SELECTIONS = ("threshold", "optimal", "gaussian")
 _SENSITIVITY = {"replace": 2, "add_remove": 1}  # ℓ1 change of the count vector between neighbours
 
 
@@ -919,13 +921,18 @@ class HistogramRelease:
     auto_l0 : KeysPerUnitChoice or None
         ``max_keys_per_unit="auto"``: the privately chosen ℓ0 and what choosing it cost (part of
         ``epsilon``); :attr:`privacy_loss` is then the whole charge. None otherwise.
-    selection : {"threshold", "optimal"}
-        How the stable histogram chose its keys. ``"optimal"`` (partition selection): the counts
-        carry their own noise (:attr:`counts_law`, twice the scale of ``params``) and a suppressed
-        key's count is not bounded by a threshold, so :meth:`error_bound` and
+    selection : {"threshold", "optimal", "gaussian"}
+        How the stable histogram chose its keys. ``"optimal"`` (partition selection) and
+        ``"gaussian"`` (Gaussian thresholding of the distinct units per key): the counts carry
+        their own noise (:attr:`counts_law`, twice the scale of ``params``) and a suppressed key's
+        count is not bounded by a threshold on the counts, so :meth:`error_bound` and
         :meth:`count_error_bound` are ``inf``; the per-key intervals of released keys hold.
     counts_law : noise law or None
-        The counts' noise law when it is not ``params.law`` (``selection="optimal"``), else None.
+        The counts' noise law when it is not ``params.law`` (``selection`` not ``"threshold"``),
+        else None.
+    selection_params : StableHistogramParams or None
+        ``selection="gaussian"``: the selection's own parameters (discrete Gaussian σ², threshold
+        T on the noisy distinct-unit counts, (ε_c/2, δ) at (ℓ0, 1)); else None.
     """
 
     mechanism: str
@@ -946,6 +953,7 @@ class HistogramRelease:
     auto_l0: KeysPerUnitChoice | None = None
     selection: str = "threshold"
     counts_law: Any = None
+    selection_params: StableHistogramParams | None = field(default=None, repr=False)
 
     @property
     def max_keys_per_unit(self) -> int | None:
@@ -1031,7 +1039,7 @@ class HistogramRelease:
         """
         where = "HistogramRelease.error_bound"
         beta = check_beta(where, beta)
-        if self.selection == "optimal":  # no threshold bounds the suppressed keys
+        if self.selection != "threshold":  # no threshold on the counts bounds the suppressed keys
             return math.inf
         t = self._law  # the counts' noise law
         if self.mechanism == "laplace_histogram":
@@ -1066,7 +1074,7 @@ class HistogramRelease:
         """
         where = "HistogramRelease.count_error_bound"
         beta = check_beta(where, beta)
-        if self.selection == "optimal":  # no threshold bounds the suppressed keys
+        if self.selection != "threshold":  # no threshold on the counts bounds the suppressed keys
             return math.inf
         if isinstance(self.params, LaplaceHistogramParams):
             return float(self.params.count_error_bound(beta))
@@ -1577,7 +1585,7 @@ def stable_histogram(
         ≤ ℓ∞; docs/proofs/histograms.md §7). n̂ perturbs the sum of the bounded counts.
         ``max_keys_per_unit="auto"``: ℓ0 chosen privately from 10 % of ε (as in
         :func:`laplace_histogram`; the histogram gets (0.9ε, δ); §9), not with ``selection="optimal"``.
-    selection : {"threshold", "optimal"}
+    selection : {"threshold", "optimal", "gaussian"}
         ``"threshold"`` (default): the noisy counts are thresholded at T. ``"optimal"`` (with
         ``units`` only): each key is kept, independently, by the optimal partition selection of
         Desfontaines et al. (:mod:`privagg.mechanisms.partition_selection`) on its number of
@@ -1586,6 +1594,14 @@ def stable_histogram(
         noise of scale 2ℓ0ℓ∞/ε_c (the other ε_c/2); ε_n and the charge are as above
         (docs/proofs/histograms.md §8). ``threshold`` is then 0 (no threshold). Not with a
         Spark DataFrame (an error there).
+        ``"gaussian"`` (with ``units`` and Laplace counts): Gaussian thresholding of the distinct
+        units per key (PipelineDP's ``GAUSSIAN_THRESHOLDING``): a unit changes at most ℓ0 of those
+        numbers, each by 1, so the selection is the Gaussian thresholding of ``noise="gaussian"``
+        at (ℓ0, 1) and (ε_c/2, δ), with the same exact calibration (σ², T); a key is kept iff its
+        distinct units plus discrete Gaussian noise reach T (``selection_params``); the kept keys'
+        bounded counts get discrete Laplace noise of scale 2ℓ0ℓ∞/ε_c, as with ``"optimal"``
+        (docs/proofs/histograms.md §8.2). Pays off for ℓ∞ > 1 (the selection's noise does not grow
+        with ℓ∞) and ℓ0 > 1. ``threshold`` is then 0 (no threshold on the counts).
     noise : {"laplace", "gaussian"}
         ``"laplace"`` (default). ``"gaussian"`` (with ``units``, ``threshold="tight"`` and
         ``selection="threshold"``): Gaussian thresholding — exact discrete Gaussian noise on
@@ -1614,7 +1630,7 @@ def stable_histogram(
     -------
     (ε, δ)-DP for the chosen neighbour relation, with δ ≥ P[Z ≥ T − 1]: a neighbour changes
     counts by 1 (pure ε part), and at most one key's presence matters at a time (the δ part).
-    (User level: §7; ``selection="optimal"``: §8; ``noise="gaussian"``: §11 of
+    (User level: §7; ``selection="optimal"``: §8, ``"gaussian"``: §8.2; ``noise="gaussian"``: §11 of
     docs/proofs/histograms.md.)
     Under add/remove the noisy total (sensitivity 1) is ε_n-DP and the counts (ε_c, δ)-DP;
     together (ε_n + ε_c, δ) with ε_n + ε_c ≤ ε. Public: ε, δ, the rule, the share, the
@@ -1635,7 +1651,7 @@ def stable_histogram(
         from ..engines import spark
 
         _spark_units(where, units)
-        check_choice(where, "selection", selection, ("threshold", "optimal"))
+        check_choice(where, "selection", selection, SELECTIONS)
         if selection != "threshold":  # not implemented in the cluster (it is not silently ignored)
             raise fail(where, "selection", "'threshold' with a Spark DataFrame", selection)
         check_choice(where, "noise", noise, NOISES)
@@ -1659,16 +1675,16 @@ def stable_histogram(
                                total_epsilon_share=total_epsilon_share)
     bounds = _check_bounds(where, units, max_keys_per_unit, max_rows_per_key)
     neighbors = _resolve_neighbors(where, neighbors, bounds is not None)
-    check_choice(where, "selection", selection, ("threshold", "optimal"))
+    check_choice(where, "selection", selection, SELECTIONS)
     check_choice(where, "noise", noise, NOISES)
-    if selection == "optimal" and noise != "laplace":
-        raise fail(where, "noise", "'laplace' with selection='optimal'", noise)
+    if selection != "threshold" and noise != "laplace":
+        raise fail(where, "noise", f"'laplace' with selection={selection!r}", noise)
     params = StableHistogramParams.build(
         epsilon, delta, neighbors, threshold, total_epsilon_share=total_epsilon_share, where=where, bounds=bounds,
         noise=noise,
     )
-    if selection == "optimal":
-        return _optimal_release(where, data, units, bounds, params, resolve_rng(rng, where)[0], ledger)
+    if selection != "threshold":
+        return _optimal_release(where, data, units, bounds, params, resolve_rng(rng, where)[0], ledger, selection)
     if bounds is None:
         resolve_rng(rng, where)
         return _stable_release(count_keys(data, where), params, rng, ledger)
@@ -1677,24 +1693,26 @@ def stable_histogram(
 
 
 def _optimal_release(where: str, data: Any, units: Any, bounds: tuple[int, int] | None,
-                     params: StableHistogramParams, gen: Any, ledger: Any) -> HistogramRelease:
+                     params: StableHistogramParams, gen: Any, ledger: Any,
+                     selection: str = "optimal") -> HistogramRelease:
     """selection="optimal": each key kept by the optimal partition selection on its distinct-unit
-    count at (ε_c/(2ℓ0), δ/ℓ0), counts with DL(2ℓ0ℓ∞/ε_c) noise, the noisy total as in the
-    threshold release (docs/proofs/histograms.md §8)."""
+    count at (ε_c/(2ℓ0), δ/ℓ0); "gaussian": by Gaussian thresholding of that count at (ℓ0, 1) and
+    (ε_c/2, δ); counts with DL(2ℓ0ℓ∞/ε_c) noise, the noisy total as in the threshold release
+    (docs/proofs/histograms.md §8, §8.2)."""
     from ..engines.base import Bounding, draw_secret
     from ..engines.numpy_engine import NumpyEngine
 
     if bounds is None:
-        raise fail(where, "selection", "'optimal' only with units (user level)", "optimal")
+        raise fail(where, "selection", f"{selection!r} only with units (user level)", selection)
     l0, linf = bounds
-    _optimal_budget(where, params, l0)  # validates ε_sel before the charge
+    _selection_budget(where, params, selection)  # validates the selection's parameters before the charge
     engine = NumpyEngine(data, units, where=where)
     secret = draw_secret(gen)
     bc = engine.bounded_counts(Bounding(l0, linf, secret)).key_counts
     # the same secret keeps the same ℓ0 keys per unit (the kept set does not depend on ℓ∞): the
     # ℓ∞ = 1 counts are the distinct units of each key among the kept pairs, aligned with bc
     uc = bc if linf == 1 else engine.bounded_counts(Bounding(l0, 1, secret)).key_counts
-    return _optimal_from_counts(where, bc, uc, params, gen, ledger, _unit_name(units))
+    return _optimal_from_counts(where, bc, uc, params, gen, ledger, _unit_name(units), selection)
 
 
 def _optimal_budget(where: str, params: StableHistogramParams, l0: int) -> tuple[Fraction, Fraction]:
@@ -1704,6 +1722,24 @@ def _optimal_budget(where: str, params: StableHistogramParams, l0: int) -> tuple
     eps_sel, delta_sel = params.counts_epsilon / (2 * l0), Fraction(params.delta) / l0
     keep_numerators(eps_sel, delta_sel, where=where)
     return eps_sel, delta_sel
+
+
+def gaussian_selection_params(params: StableHistogramParams, *, where: str = "stable_histogram"
+                              ) -> StableHistogramParams:
+    """selection="gaussian": the selection's parameters — Gaussian thresholding of the distinct
+    units per key (a unit changes ≤ ℓ0 of them, each by 1: bounds (ℓ0, 1)) at (ε_c/2, δ), no
+    total, with the exact calibration of §11.1 (zCDP fallback §11). Public (parameters only)."""
+    return StableHistogramParams.build(params.counts_epsilon / 2, params.delta, "add_remove",
+                                       total_epsilon_share=0, where=where,
+                                       bounds=(params.max_keys_per_unit, 1), noise="gaussian")
+
+
+def _selection_budget(where: str, params: StableHistogramParams, selection: str) -> Any:
+    """The selection's validated parameters: (ε', δ') per key ("optimal") or the Gaussian
+    selection's :class:`StableHistogramParams` ("gaussian"); raises ParameterError before any charge."""
+    if selection == "gaussian":
+        return gaussian_selection_params(params, where=where)
+    return _optimal_budget(where, params, params.max_keys_per_unit)
 
 
 def _aligned_counts(counts: KeyCounts, unit_counts: KeyCounts) -> np.ndarray:
@@ -1726,21 +1762,30 @@ def _aligned_counts(counts: KeyCounts, unit_counts: KeyCounts) -> np.ndarray:
 
 
 def _optimal_from_counts(where: str, bc: KeyCounts, uc: KeyCounts, params: StableHistogramParams, gen: Any,
-                         ledger: Any, unit: str | None) -> HistogramRelease:
-    """selection="optimal" on an engine's bounded counts at (ℓ0, ℓ∞) (``bc``) and at (ℓ0, 1)
-    (``uc``, one secret): the charge, the selection on v, the counts' noise, the noisy total."""
+                         ledger: Any, unit: str | None, selection: str = "optimal") -> HistogramRelease:
+    """selection="optimal" / "gaussian" on an engine's bounded counts at (ℓ0, ℓ∞) (``bc``) and at
+    (ℓ0, 1) (``uc``, one secret): the charge, the selection on v, the counts' noise, the noisy total."""
     from .partition_selection import select
 
-    l0 = params.max_keys_per_unit
-    eps_sel, delta_sel = _optimal_budget(where, params, l0)
+    budget = _selection_budget(where, params, selection)
     _check_scales(where, params.epsilon, 2 * params.scale)  # the counts' scale here, before the charge
     counts = _aligned_counts(bc, uc)
-    if ledger is not None:  # the parameters actually used (no threshold)
+    if selection == "gaussian":
+        sel: StableHistogramParams = budget
+        about = {"selection_epsilon": str(sel.epsilon_exact), "selection_delta": str(_charged_delta(sel.delta)),
+                 "selection_sigma2": str(sel.sigma2), "selection_threshold": sel.threshold,
+                 "selection_calibration": sel.gaussian_calibration}
+    else:
+        about = {"selection_epsilon_per_key": str(budget[0]), "selection_delta_per_key": str(budget[1])}
+    if ledger is not None:  # the parameters actually used (no threshold on the counts)
         ledger.charge(params.privacy_loss, mechanism=where, parameters={
-            **params.public_parameters(), "threshold": None, "selection": "optimal",
-            "selection_epsilon_per_key": str(eps_sel), "selection_delta_per_key": str(delta_sel),
+            **params.public_parameters(), "threshold": None, "selection": selection, **about,
             "counts_scale": str(2 * params.scale)})
-    keep = select(uc.counts, eps_sel, delta_sel, gen)
+    v = np.asarray(uc.counts, dtype=np.int64)
+    if selection == "gaussian":  # noisy distinct units ≥ T (every present key draws: size public given the keys)
+        keep = v + discrete_gaussian(sel.sigma2, size=len(v), rng=gen) >= sel.threshold
+    else:
+        keep = select(v, *budget, gen)
     count_scale = 2 * params.scale
     noisy = counts + discrete_laplace(count_scale, size=len(counts), rng=gen)
     keys, kept = _kept_keys(uc.keys, keep), noisy[keep]
@@ -1753,7 +1798,8 @@ def _optimal_from_counts(where: str, bc: KeyCounts, uc: KeyCounts, params: Stabl
         mechanism=where, keys=keys, counts=kept, frequencies=_frequencies(kept, _no_total_denominator(noisy_total)),
         epsilon=params.epsilon, delta=params.delta, neighbors=params.neighbors, scale=float(count_scale),
         threshold=0, n=None, secure=resolve_rng(gen, where)[1], params=params, noisy_total=noisy_total,
-        unit=unit, selection="optimal", counts_law=DiscreteLaplace(count_scale),
+        unit=unit, selection=selection, counts_law=DiscreteLaplace(count_scale),
+        selection_params=budget if selection == "gaussian" else None,
     )
 
 
@@ -1779,32 +1825,32 @@ def stable_histogram_from_counts(
     ``key_counts.n`` (every record, missing keys included) is what the noisy total perturbs
     under add/remove. User level: give ``max_keys_per_unit`` and ``max_rows_per_key``;
     ``key_counts`` must be an engine's bounded counts (``keep_other=False``).
-    ``selection="optimal"`` (user level, Laplace noise): ``unit_counts`` are the same engine's
-    bounded counts at (ℓ0, 1) with the *same* secret (the distinct units per key; optional at
-    ℓ∞ = 1, where they equal ``key_counts``); with the generator that drew the secret as ``rng``
-    the release equals :func:`stable_histogram`'s (docs/proofs/histograms.md §8).
+    ``selection="optimal"`` or ``"gaussian"`` (user level, Laplace noise): ``unit_counts`` are
+    the same engine's bounded counts at (ℓ0, 1) with the *same* secret (the distinct units per
+    key; optional at ℓ∞ = 1, where they equal ``key_counts``); with the generator that drew the
+    secret as ``rng`` the release equals :func:`stable_histogram`'s (docs/proofs/histograms.md §8).
     """
     where = "stable_histogram"
     bounds = None
     if max_keys_per_unit is not None or max_rows_per_key is not None:
         bounds = _check_bounds(where, True, max_keys_per_unit, max_rows_per_key)
     neighbors = _resolve_neighbors(where, neighbors, bounds is not None)
-    check_choice(where, "selection", selection, ("threshold", "optimal"))
-    if selection == "optimal" and noise != "laplace":
-        raise fail(where, "noise", "'laplace' with selection='optimal'", noise)
+    check_choice(where, "selection", selection, SELECTIONS)
+    if selection != "threshold" and noise != "laplace":
+        raise fail(where, "noise", f"'laplace' with selection={selection!r}", noise)
     params = StableHistogramParams.build(
         epsilon, delta, neighbors, threshold, total_epsilon_share=total_epsilon_share, where=where, bounds=bounds,
         noise=noise,
     )
-    if selection == "optimal":
+    if selection != "threshold":
         if bounds is None:
-            raise fail(where, "selection", "'optimal' only with units (user level)", "optimal")
+            raise fail(where, "selection", f"{selection!r} only with units (user level)", selection)
         if unit_counts is None and bounds[1] != 1:
-            raise fail(where, "unit_counts", "given with selection='optimal' and max_rows_per_key > 1", None)
-        _optimal_budget(where, params, bounds[0])  # before the generator is touched
+            raise fail(where, "unit_counts", f"given with selection={selection!r} and max_rows_per_key > 1", None)
+        _selection_budget(where, params, selection)  # before the generator is touched
         gen = resolve_rng(rng, where)[0]
         return _optimal_from_counts(where, key_counts, key_counts if unit_counts is None else unit_counts,
-                                    params, gen, ledger, unit or "units")
+                                    params, gen, ledger, unit or "units", selection)
     if unit_counts is not None:
         raise fail(where, "unit_counts", "omitted with selection='threshold'", "given")
     return _stable_release(key_counts, params, rng, ledger, unit or "units")
