@@ -11,8 +11,8 @@ Audit (privagg.testing.audit_samples, confidence 0.999: a correct mechanism fail
 neighbours for the pair (a record whose value is missing; a unit with ℓ0 = 2, ℓ∞ = 3 split between
 present and missing values) must not show a loss above ε = 1 and must show one above 0.6 / 0.4
 (power; the true losses are ~0.9996 and ~0.9998: m̃ costs what a present row costs). Negative
-controls: the pair calibrated to 2ε_P, as if its sensitivity were half (true losses ~2 and ~1.75),
-and m̃ alone calibrated to twice its target (as if a missing row cost half a present one: true
+controls: the pair calibrated to 2ε_P, as if its sensitivity were half (true losses ~3.5 and ~2.6:
+m̃ follows p̃), and m̃ alone calibrated to twice its target (a missing row at half a present one: true
 losses ~2 and ~1.5), must be detected.
 """
 
