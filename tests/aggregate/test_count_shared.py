@@ -10,8 +10,10 @@ Audit (privagg.testing.audit_samples, confidence 0.999: a correct mechanism fail
 <= 1e-3 per audit; fixed seed, printed): the released count, sum and mean together on worst-case
 neighbours for the pair (a record whose value is missing; a unit with ℓ0 = 2, ℓ∞ = 3 split between
 present and missing values) must not show a loss above ε = 1 and must show one above 0.6 / 0.4
-(power; the true losses are 0.75 and ~0.875). Negative control: the pair calibrated to 2ε_P, as if
-its sensitivity were half (true losses 1.5 and ~1.625), must be detected.
+(power; the true losses are ~0.9996 and ~0.9998: m̃ costs what a present row costs). Negative
+controls: the pair calibrated to 2ε_P, as if its sensitivity were half (true losses ~3.5 and ~2.6:
+m̃ follows p̃), and m̃ alone calibrated to twice its target (a missing row at half a present one: true
+losses ~2 and ~1.5), must be detected.
 """
 
 from __future__ import annotations
@@ -57,8 +59,9 @@ def test_count_joins_the_mean_default_weights():
 def test_count_joins_the_shared_sum_and_mean_at_the_first_members_place():
     mets = [privagg.quantile("x", 0.5, (0, 10)), privagg.sum("x", (0, 10)), privagg.count(),
             privagg.mean("x", (0, 10))]
-    r = privagg.aggregate(_frame(), by="g", metrics=mets, epsilon=4, domain=[0, 1, 2], rng=2)
-    assert r.split_exact == {"q0.5_x": (Fraction(1), 0), "count+sum_x+mean_x": (Fraction(3), 0)}
+    # weights 3/2 (the quantile's default), 1, 1, 1 of ε = 9/2
+    r = privagg.aggregate(_frame(), by="g", metrics=mets, epsilon=Fraction(9, 2), domain=[0, 1, 2], rng=2)
+    assert r.split_exact == {"q0.5_x": (Fraction(3, 2), 0), "count+sum_x+mean_x": (Fraction(3), 0)}
     assert list(r.split) == ["q0.5_x", "count+sum_x+mean_x"]
 
 
@@ -69,20 +72,22 @@ def test_count_shared_with_selection_weights_and_ledger(tmp_path):
                           weights={"selection": 1, "count": 1, "mean_x": 2})
     # shares 1, 2, 1 of ε = 4: the merged step gets 2 + 1 at the mean's place; δ all to the selection
     assert r.split_exact == {"selection": (Fraction(1), Fraction(1, 10**6)), "count+mean_x": (Fraction(3), 0)}
-    # ε_P = 1 + 1 (ε_G = 2): 2·(1/2)² <= 1²; with weights count 3, mean 1: ε_P = 3.5 < √2·3, not shared
+    # with weights count 3, mean 1: ε_P = 3.5, m̃ at ≈ 4: (2/7)² + (1/4)² > (1/3)², not shared
     p = gb.count_share_plan(lower=0, upper=10, epsilon_count=3, epsilon_group=1, contribution=Contribution())
-    assert not p.shared and p.shared_variance == Fraction(8, 49) > p.direct_variance == Fraction(1, 9)
+    assert p.mean.count.scale == Fraction(2, 7) and abs(float(p.missing.scale) - 0.25) < 1e-4
+    assert not p.shared and p.shared_variance == Fraction(4, 49) + p.missing.scale**2 > p.direct_variance == Fraction(1, 9)
     params = led.charges()[-1].parameters
     assert params["split"] == {"selection": ["1", "1/1000000"], "count+mean_x": ["3", "0"]}
 
 
 def test_direct_count_when_the_rule_says_so():
-    """Weights count 10, mean 1: ε_P = 10.5, 2·(2/21)² > (1/10)²: not shared, as before."""
+    """Weights count 10, mean 1: ε_P = 10.5, m̃ at ≈ 11: (2/21)² + (1/11)² > (1/10)²: not shared."""
     r = privagg.aggregate(_frame(), by="g", metrics=[privagg.count(), privagg.mean("x", (0, 10))],
                           epsilon=11, domain=[0, 1, 2], rng=4, weights={"count": 10, "mean_x": 1})
     assert r.split_exact == {"count": (Fraction(10), 0), "mean_x": (Fraction(1), 0)}
     p = gb.count_share_plan(lower=0, upper=10, epsilon_count=10, epsilon_group=1, contribution=Contribution())
-    assert not p.shared and (p.shared_variance, p.direct_variance) == (Fraction(8, 441), Fraction(1, 100))
+    assert not p.shared and p.direct_variance == Fraction(1, 100)
+    assert p.shared_variance == Fraction(4, 441) + p.missing.scale**2 and abs(float(p.missing.scale) - 1 / 11) < 1e-5
 
 
 def test_first_bounded_mean_is_taken_and_sum_alone_is_not():
@@ -96,23 +101,45 @@ def test_first_bounded_mean_is_taken_and_sum_alone_is_not():
 
 
 # ------------------------------------------------------------------------ the rule's numbers
-@pytest.mark.parametrize(("e_c", "e_g", "c", "t_p", "k_count", "k_p", "t_s"), [
-    # record level, [0, 10]: ε_G = 1 → ε_½ = 1/2, ε_P = 1 + 1/2: t_P = 2/3; S̃ as mean_plan(1): t_s = 2562
-    (1, 1, Contribution(), Fraction(2, 3), 4, 2, 2562),
-    # with a shared sum: ε_G = 2 → ε_P = 2, t_P = 1/2; S̃ as mean_plan(2): 1281 (test_shared_bounded)
-    (1, 2, Contribution(), Fraction(1, 2), 3, 2, 1281),
-    # ℓ0 = 2, ℓ∞ = 3, replace: Δ_P = 12 = Δ of count(); ε_P = 2: t_P = 6; direct t_C = 12
-    (1, 2, Contribution(2, 3, True), Fraction(6), 42, 22, 7684),
+@pytest.mark.parametrize(("e_c", "e_g", "e_s", "c", "t_p", "t_s", "u", "k_count", "k_p"), [
+    # record level, [0, 10]: ε_G = 1 → ε_S = 1/2, ε_P = 1 + 1/2: t_P = 2/3; S̃ as mean_plan(1): t_s = 2562,
+    # Δ_S = 1281 = floor(W/2^27) + 1 with W = 10·2^34 (h/2 = 2^-35): u = W >> 27 = 1280
+    (1, 1, 0, Contribution(), Fraction(2, 3), 2562, 1280, 4, 2),
+    # ε_G = 2 without a sum: ε_S = 1, ε_P = 2, t_P = 1/2; S̃ as mean_plan(2): 1281 (test_shared_bounded)
+    (1, 2, 0, Contribution(), Fraction(1, 2), 1281, 1280, 3, 2),
+    # with a shared sum (ε_sum = 1 of ε_G = 2): ε_S = 1 + min(1, 1)/2 = 3/2 = ε_P: t_P = 2/3; S̃ one grid
+    # step finer (Δ = 2560 + 1), t_s = 2561/(3/2)
+    (1, 2, 1, Contribution(), Fraction(2, 3), Fraction(5122, 3), 2560, 3, 2),
+    # ℓ0 = 2, ℓ∞ = 3, replace: Δ_P = 12 = Δ of count(); ε_P = 3/2: t_P = 8; Δ_S = 12·640 + 4, direct t_C = 12
+    (1, 2, 1, Contribution(2, 3, True), Fraction(8), Fraction(15368, 3), 640, 44, 29),
 ])
-def test_count_share_plan_known_answers(e_c, e_g, c, t_p, k_count, k_p, t_s):
-    p = gb.count_share_plan(lower=0, upper=10, epsilon_count=e_c, epsilon_group=e_g, contribution=c)
+def test_count_share_plan_known_answers(e_c, e_g, e_s, c, t_p, t_s, u, k_count, k_p):
+    p = gb.count_share_plan(lower=0, upper=10, epsilon_count=e_c, epsilon_group=e_g, contribution=c,
+                            epsilon_sum=e_s)
     sens = (2 if c.replace else 1) * c.max_groups * c.max_rows
-    assert p.mean.count.sensitivity == sens and p.mean.count.scale == t_p
-    assert p.shared_variance == 2 * t_p**2 and p.direct_variance == Fraction(sens, e_c) ** 2 and p.shared
-    ref = gb.mean_plan(lower=0, upper=10, epsilon=e_g, contribution=c)
+    e_cs = Fraction(e_g, 2) + Fraction(min(e_c, e_s), 2)
+    assert gb.centered_share(Fraction(e_c), Fraction(e_g), Fraction(e_s)) == e_cs
+    assert p.mean.count.sensitivity == sens and p.mean.count.scale == t_p == sens / (e_c + e_g - e_cs)
+    ref = gb.mean_plan(lower=0, upper=10, epsilon=2 * e_cs, contribution=c)  # its centered part at e_cs
     assert p.mean.centered == ref.centered and p.mean.centered.scale == t_s and p.mean.mid == ref.mid == 5.0
     assert p.mean.epsilon == Fraction(sens) / t_p + ref.centered.epsilon <= e_c + e_g
+    # m̃: the per-row cost of a present row, 1/t_P + u/t_S, times Δ_P rows
+    shift = p.mean.centered.exponent - p.mean.centered.term_exponent
+    assert p.mean.centered.row_bound == 10 * 2**34 and p.mean.centered.row_bound >> shift == u
+    assert p.missing.sensitivity == sens
+    assert p.missing.target == Fraction(gb._float_down(Fraction(sens) / t_p + Fraction(sens * u) / t_s))
+    assert p.missing.scale >= sens / p.missing.target and p.missing.epsilon <= p.mean.epsilon
+    assert p.shared_variance == t_p**2 + p.missing.scale**2 and p.direct_variance == Fraction(sens, e_c) ** 2
+    assert p.shared
     assert (p.count_half_width, p.mean.count.half_width) == (k_count, k_p)
+    assert k_count == k_p + p.missing.half_width
+
+
+def test_count_share_plan_refuses_a_bad_sum_share():
+    for bad in (-1, 2, 3, float("nan"), True, "1"):
+        with pytest.raises(privagg.ParameterError, match="epsilon_sum"):
+            gb.count_share_plan(lower=0, upper=10, epsilon_count=1, epsilon_group=2, contribution=Contribution(),
+                                epsilon_sum=bad)
 
 
 # ------------------------------------------------------------------------------ the draws
@@ -136,11 +163,11 @@ def test_shared_count_release_is_the_pair_and_the_mean():
     plan = gb.count_share_plan(lower=-1, upper=6, epsilon_count=1, epsilon_group=2, contribution=c)
     gen = np.random.default_rng(11)
     ref, p_hat, s_hat, mp = gb._bounded_means(gv, "t", -1, 6, None, c, gen, plan=plan.mean)
-    m_hat = gb._laplace_release(rows - gv.sizes, plan.mean.count, gen)
+    m_hat = gb._laplace_release(rows - gv.sizes, plan.missing, gen)
     for a in ("value", "low", "high", "ok"):
         np.testing.assert_array_equal(getattr(m, a), getattr(ref, a))
     np.testing.assert_array_equal(m.extra["n_hat"], p_hat)
-    np.testing.assert_array_equal(cnt.value, p_hat + m_hat)
+    np.testing.assert_array_equal(cnt.value, p_hat + np.maximum(m_hat, 0))
     np.testing.assert_array_equal(cnt.high - cnt.value, np.full(5, float(plan.count_half_width)))
     np.testing.assert_array_equal(s.value, s_hat + mp.mid * p_hat)
     assert cnt.epsilon == s.epsilon == m.epsilon == ref.epsilon <= 3
@@ -232,7 +259,8 @@ def _blocks(base_rows, extra_rows, width):
 def _audit(case, monkeypatch):
     c, (lo, hi), base, extra, width = CASES[case]
     d0, d1 = _blocks(base, extra, width)
-    plan = gb.count_share_plan(lower=lo, upper=hi, epsilon_count=EPS_C, epsilon_group=EPS_G, contribution=c).mean
+    full = gb.count_share_plan(lower=lo, upper=hi, epsilon_count=EPS_C, epsilon_group=EPS_G, contribution=c)
+    plan = full.mean
     g = 2.0 ** plan.centered.exponent
 
     def run(data, seed):  # the released (count, sum, mean): p̃, m̃ and S̃ recovered from them
@@ -245,8 +273,8 @@ def _audit(case, monkeypatch):
     with monkeypatch.context() as mp:
         mp.setattr(grid_mod, "_laplace_flat", lambda scale, n, gen: np.zeros(n, np.int64))
         a, b = run(d0, 0), run(d1, 0)
-    tp, ts = float(plan.count.scale), float(plan.centered.scale)
-    scales = (tp, tp, ts)
+    tp, tm, ts = float(plan.count.scale), float(full.missing.scale), float(plan.centered.scale)
+    scales = (tp, tm, ts)
 
     def stat(out):
         ln = sum((np.abs(o - x) - np.abs(o - y)) / t for o, x, y, t in zip(out, a, b, scales, strict=True))
@@ -271,6 +299,25 @@ def understated_pair(monkeypatch):
     return lambda: monkeypatch.setattr(gb, "_count_plan", half_count)
 
 
+@pytest.fixture
+def cheap_missing(monkeypatch):
+    """Break the mechanism: m̃ alone calibrated to twice its target (a missing row at half the cost)."""
+    orig = gb._count_plan
+    calls = []
+
+    def doubled(where, eps, c, beta):
+        p = orig(where, eps, c, beta)
+        if where != "shared_count_means":
+            return p
+        calls.append(1)
+        if len(calls) % 2:  # the pair's plan comes first, m̃'s second (count_share_plan's order)
+            return p
+        t, e = gb._laplace_scale(where, p.sensitivity, 2 * eps)
+        return gb.CountPlan(p.sensitivity, t, e, 2 * eps, p.half_width, p.beta)
+
+    return lambda: monkeypatch.setattr(gb, "_count_plan", doubled)
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_audit_shared_count(case, monkeypatch):
     print(f"seed={SEED}")
@@ -285,3 +332,11 @@ def test_audit_shared_count_negative_control(case, monkeypatch, understated_pair
     understated_pair()
     res = _audit(case, monkeypatch)
     assert res.violates(1.0), f"{case} seed={SEED}: understated pair sensitivity not detected ({res})"
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_audit_shared_count_negative_control_missing(case, monkeypatch, cheap_missing):
+    print(f"seed={SEED}")
+    cheap_missing()
+    res = _audit(case, monkeypatch)
+    assert res.violates(1.0), f"{case} seed={SEED}: m̃ at twice its ε not detected ({res})"

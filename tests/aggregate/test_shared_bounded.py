@@ -55,14 +55,15 @@ def test_mean_with_and_without_bounds_share_the_spec_name_and_are_refused_togeth
 # --------------------------------------------------------------------------------- the split
 def test_shared_step_replaces_the_two_steps_default_weights():
     mets = [privagg.count(), privagg.sum("x", (0, 10)), privagg.mean("x", (0, 10)), privagg.quantile("x", 0.5, (0, 10))]
-    r = privagg.aggregate(_frame(), by="g", metrics=mets, epsilon=4, domain=[0, 1, 2], rng=2)
+    # weights 1, 1, 1 and 3/2 (the quantile's default) of ε = 9/2
+    r = privagg.aggregate(_frame(), by="g", metrics=mets, epsilon=Fraction(9, 2), domain=[0, 1, 2], rng=2)
     # the count joins them (§8: tests/aggregate/test_count_shared.py)
-    assert r.split_exact == {"count+sum_x+mean_x": (Fraction(3), 0), "q0.5_x": (Fraction(1), 0)}
+    assert r.split_exact == {"count+sum_x+mean_x": (Fraction(3), 0), "q0.5_x": (Fraction(3, 2), 0)}
     assert list(r.split) == ["count+sum_x+mean_x", "q0.5_x"]
-    assert r.epsilon == 4.0 and r.delta == 0.0
+    assert r.epsilon == 4.5 and r.delta == 0.0
     assert r.metrics == ("count", "sum_x", "mean_x", "q0.5_x")
-    r = privagg.aggregate(_frame(), by="g", metrics=mets[1:], epsilon=3, domain=[0, 1, 2], rng=2)
-    assert r.split_exact == {"sum_x+mean_x": (Fraction(2), 0), "q0.5_x": (Fraction(1), 0)}
+    r = privagg.aggregate(_frame(), by="g", metrics=mets[1:], epsilon=Fraction(7, 2), domain=[0, 1, 2], rng=2)
+    assert r.split_exact == {"sum_x+mean_x": (Fraction(2), 0), "q0.5_x": (Fraction(3, 2), 0)}
 
 
 def test_shared_step_with_selection_and_weights():
@@ -88,7 +89,7 @@ def test_the_shared_step_gets_the_two_shares_once(monkeypatch):
 
     monkeypatch.setattr(gb, "shared_sums_means", spy)
     privagg.aggregate(_frame(), by="g", metrics=[privagg.sum("x", (0, 10)), privagg.mean("x", (0, 10)),
-                                                 privagg.quantile("x", 0.5, (0, 10))], epsilon=Fraction(3),
+                                                 privagg.quantile("x", 0.5, (0, 10))], epsilon=Fraction(7, 2),
                       domain=[0, 1, 2], rng=4)
     assert seen == [Fraction(2)]
 

@@ -8,8 +8,9 @@ by every metric — and releases every metric for every released group, vectoriz
 
 Budget split. The user gives one (ε, δ). The steps are ``"selection"`` (only without a domain)
 and one per metric, named by its output column (``count``, ``sum_<col>``, ``mean_<col>`` (with or
-without bounds; one of each for one column is refused as a duplicate name), ``q<q>_<col>``). Each has a weight (default
-1; ``weights={name: w}`` overrides). ε is split in proportion to the weights over all steps; δ in
+without bounds; one of each for one column is refused as a duplicate name), ``q<q>_<col>``). Each has a weight:
+``weights={name: w}`` when given, else the default — w = 3/2 for a quantile (:data:`QUANTILE_WEIGHT`),
+w = 1 for every other step. ε is split in proportion to the weights over all steps; δ in
 proportion to the weights over the steps that need δ — the selection and each mean without
 bounds; every other step is pure ε-DP. Exact rationals throughout, so the parts add up to exactly
 (ε, δ).
@@ -21,8 +22,10 @@ at the two shares added up, ε_sum + ε_mean, when the public rule of
 with equal weights); the two steps are then one, reported as ``"sum_<col>+mean_<col>"`` with that
 ε (their weights stay the keys of ``weights``). ``count()`` counts rows, while the mean's count
 counts the rows with a present value in the column (which rows those are is data), so ``count()``
-joins a bounded mean by the pair (present rows, missing rows) per group — one noisy pair with the
-sensitivity of one count; count = p̃ + m̃, the mean (and its shared sum) use p̃ — for the FIRST
+joins a bounded mean by the pair (present rows, missing rows) per group — p̃ with the
+sensitivity of one count, m̃ at a present row's cost; count = p̃ + max(m̃, 0), the mean (and its
+shared sum) use p̃; inside the step the centered sum gets ε_S = ε_G/2 + min(ε_count, ε_sum)/2 and
+p̃ the rest (:func:`~privagg.mechanisms.grouped_bounded.centered_share`) — for the FIRST
 bounded mean in the query's order for which the public rule of
 :func:`~privagg.mechanisms.grouped_bounded.count_share_plan` says the count is no noisier
 (always with equal weights): one step ``"count+mean_<col>"`` or ``"count+sum_<col>+mean_<col>"``
@@ -60,11 +63,15 @@ from ..accounting.loss import PrivacyLoss
 from .grouped import Contribution, MetricResult
 
 __all__ = [
-    "AggregateRelease", "Count", "Mean", "Quantile", "Sum", "aggregate", "count", "mean", "quantile",
-    "selection_parameters", "split_budget", "sum",
+    "QUANTILE_WEIGHT", "AggregateRelease", "Count", "Mean", "Quantile", "Sum", "aggregate", "count", "mean",
+    "quantile", "selection_parameters", "split_budget", "sum",
 ]
 
 NEIGHBORS = ("add_remove", "replace")
+#: The default weight of a quantile step (every other step: 1). A quantile is chosen by a
+#: report-noisy-max over a grid, which needs more ε than a count for the same error; 3/2 gives
+#: the benchmark's query count + sum + mean + median the median ε/3 (OpenDP's share for it).
+QUANTILE_WEIGHT = Fraction(3, 2)
 #: Largest accepted ``max_groups_per_unit`` / ``max_rows_per_group``.
 MAX_BOUND = 1_000_000
 _BOUNDS_RULE = "a pair (lo, hi) of finite numbers with lo < hi"
@@ -109,6 +116,11 @@ class _Metric:
     @property
     def needs_delta(self) -> bool:
         return False
+
+    @property
+    def default_weight(self) -> Fraction:
+        """The step's weight when ``weights`` does not name it: 1, a quantile :data:`QUANTILE_WEIGHT`."""
+        return Fraction(1)
 
     @property
     def can_fail(self) -> bool:
@@ -252,6 +264,10 @@ class Quantile(_Metric):
     def interval(self) -> str:
         return "grid_cell"
 
+    @property
+    def default_weight(self) -> Fraction:
+        return QUANTILE_WEIGHT
+
     def plan(self, eps: Fraction, dlt: Fraction, contribution: Contribution) -> None:
         from . import grouped_quantile as gq
 
@@ -295,13 +311,16 @@ def quantile(column: str, q: float, bounds: tuple[float, float] | None = None) -
 # ------------------------------------------------------------------------------------------------
 
 
-def split_budget(steps: Sequence[tuple[str, bool]], epsilon: Any, delta: Any = 0,
+def split_budget(steps: Sequence[tuple[str, bool] | tuple[str, bool, Any]], epsilon: Any, delta: Any = 0,
                  weights: Mapping[str, Any] | None = None, *, where: str = "aggregate"
                  ) -> dict[str, tuple[Fraction, Fraction]]:
-    """{step: (ε_step, δ_step)} for ``steps`` = [(name, needs_delta), …] in order (exact rationals).
+    """{step: (ε_step, δ_step)} for ``steps`` = [(name, needs_delta[, default_weight]), …] in order
+    (exact rationals).
 
     ε_step = ε·w/Σw over all steps; δ_step = δ·w/Σw over the steps that need δ (0 for the others,
-    and for all when none needs δ). Weights default to 1.
+    and for all when none needs δ). A step's weight is ``weights[name]`` when given, else its
+    default weight (1 when the step does not give one; :func:`aggregate` gives a quantile
+    :data:`QUANTILE_WEIGHT`).
 
     Raises
     ------
@@ -311,8 +330,9 @@ def split_budget(steps: Sequence[tuple[str, bool]], epsilon: Any, delta: Any = 0
     """
     eps = exact(where, "epsilon", epsilon, rule="a finite number > 0", low=Fraction(0), high=None, low_open=True)
     dlt = exact(where, "delta", delta, rule="a number in [0, 1)", low=Fraction(0), high=Fraction(1), low_open=False)
-    names = [s for s, _ in steps]
-    w = dict.fromkeys(names, Fraction(1))
+    steps = [(s[0], s[1]) + ((Fraction(s[2]),) if len(s) > 2 else (Fraction(1),)) for s in steps]
+    names = [s for s, _, _ in steps]
+    w = {s: d for s, _, d in steps}
     if weights is not None:
         if not isinstance(weights, Mapping):
             raise fail(where, "weights", "a mapping {step: weight} or None", weights)
@@ -321,13 +341,13 @@ def split_budget(steps: Sequence[tuple[str, bool]], epsilon: Any, delta: Any = 0
                 raise fail(where, "weights", "keys among the steps " + ", ".join(map(repr, names)), key)
             w[key] = exact(where, "weights", value, rule="finite numbers > 0", low=Fraction(0), high=None,
                            low_open=True)
-    delta_steps = [s for s, need in steps if need]
+    delta_steps = [s for s, need, _ in steps if need]
     if delta_steps and dlt == 0:
         rule = f"a number in (0, 1): the step(s) {', '.join(map(repr, delta_steps))} need δ > 0"
         raise fail(where, "delta", rule, delta)
     total_w = builtins.sum(w.values(), Fraction(0))
     total_dw = builtins.sum((w[s] for s in delta_steps), Fraction(0))
-    return {s: (eps * w[s] / total_w, dlt * w[s] / total_dw if need else Fraction(0)) for s, need in steps}
+    return {s: (eps * w[s] / total_w, dlt * w[s] / total_dw if need else Fraction(0)) for s, need, _ in steps}
 
 
 def selection_parameters(epsilon: Any, delta: Any, max_groups: int, replace: bool) -> tuple[Fraction, Fraction]:
@@ -583,6 +603,7 @@ def aggregate(
     weights : dict, optional
         {step: weight > 0} for the split (steps: ``"selection"`` and the metric names; a shared
         sum and mean get the sum of their two weights, a shared count, sum and mean the three).
+        A step not named keeps its default: 3/2 for a quantile, 1 for the others.
     where : str, optional
         A public SQL filter over the table's columns (checked by
         :func:`privagg.engines.where.check_where`; 1-stable; a row whose evaluation fails is
@@ -634,7 +655,8 @@ def aggregate(
     dom = _check_domain(caller, domain, len(by_cols))
     if where is not None and not isinstance(where, str):
         raise fail(caller, "where", "a SQL boolean expression (str) or None", where)
-    steps = ([("selection", True)] if dom is None else []) + [(m.name, m.needs_delta) for m in mets]
+    steps = ([("selection", True, 1)] if dom is None else []) + [(m.name, m.needs_delta, m.default_weight)
+                                                                  for m in mets]
     shares = split_budget(steps, eps, dlt, weights, where=caller)  # per metric (weights by metric name)
     contribution = Contribution(max_groups=l0, max_rows=linf, replace=replace)
     shared = _shared_pairs(mets, shares, contribution)
@@ -698,7 +720,8 @@ def aggregate(
                 r_c, r_s, r_m = shared_count_means(
                     cand.rows, cand.values[joint.mean.column], lower=lo, upper=hi,
                     epsilon_count=joint.epsilon_count, epsilon_group=joint.epsilon_group,
-                    contribution=contribution, rng=gen, with_sum=joint.sum is not None)
+                    contribution=contribution, rng=gen, with_sum=joint.sum is not None,
+                    epsilon_sum=joint.epsilon_sum)
             else:
                 r_c, r_s, r_m = _empty(joint.count), _empty(joint.mean), _empty(joint.mean)
             results[joint.count.name], results[joint.mean.name] = r_c, r_m
@@ -770,6 +793,7 @@ class _Joint:
     mean: Mean
     epsilon_count: Fraction
     epsilon_group: Fraction
+    epsilon_sum: Fraction = Fraction(0)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -800,13 +824,14 @@ def _count_joint(mets: tuple[_Metric, ...], shares: dict[str, tuple[Fraction, Fr
         s = shared[m.name][0] if m.name in shared else None
         e_g = shares[m.name][0] + (shares[s.name][0] if s is not None else 0)
         e_c = shares[cnt.name][0]
+        e_s = shares[s.name][0] if s is not None else Fraction(0)
         try:
             plan = count_share_plan(lower=m.bounds[0], upper=m.bounds[1], epsilon_count=e_c,
-                                    epsilon_group=e_g, contribution=contribution)
+                                    epsilon_group=e_g, contribution=contribution, epsilon_sum=e_s)
         except ParameterError:
             continue
         if plan.shared:
-            return _Joint(cnt, s, m, e_c, e_g)
+            return _Joint(cnt, s, m, e_c, e_g, e_s)
     return None
 
 

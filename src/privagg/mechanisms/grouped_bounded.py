@@ -57,6 +57,7 @@ __all__ = [
     "bounded_means",
     "clamped_sums",
     "count_plan",
+    "centered_share",
     "count_share_plan",
     "mean_plan",
     "noisy_counts",
@@ -327,12 +328,20 @@ def mean_plan(*, lower: Any, upper: Any, epsilon: Any, contribution: Contributio
     c = _check_contribution(where, contribution)
     half = Fraction(_float_down(eps / 2))
     beta = (1 - LEVEL) / 2
+    centered, mid = _centered_plan(where, lo, hi, half, c, beta)
+    return MeanPlan(_count_plan(where, half, c, beta), centered, mid)
+
+
+def _centered_plan(where: str, lo: float, hi: float, target: Fraction, c: Contribution,
+                   beta: Fraction) -> tuple[SumPlan, float]:
+    """The centered sums' plan at the target ``target`` (a float) and ``mid``: terms
+    ``c_i = 2k_i − (K_lo + K_hi)`` on ``h/2``, row bound ``W = K_hi − K_lo``."""
     e_t = _term_exponent(lo, hi)
     k_lo = int(np.rint(math.ldexp(lo, -e_t)))
     k_hi = int(np.rint(math.ldexp(hi, -e_t)))
-    centered = _sum_plan(where, lo, hi, e_t - 1, k_hi - k_lo, half, c, beta)
+    centered = _sum_plan(where, lo, hi, e_t - 1, k_hi - k_lo, target, c, beta)
     mid = math.ldexp(float(k_lo + k_hi), e_t - 1)  # |k_lo + k_hi| <= 2^39 + 1: exact
-    return MeanPlan(_count_plan(where, half, c, beta), centered, mid)
+    return centered, mid
 
 
 # --------------------------------------------------------------------------- exact integer sums
@@ -657,70 +666,100 @@ class CountSharePlan:
     Attributes
     ----------
     shared : bool
-        True: ``count()`` joins the mean's step (the pair ``(p̃, m̃)``); False: it runs on its own.
+        True: ``count()`` joins the mean's step (``p̃``, ``S̃``, ``m̃``); False: it runs on its own.
     mean : MeanPlan
-        ``count`` = the pair's plan (each of ``p̃``, ``m̃``: ``Δ = f·ℓ0·ℓ∞`` at the target
-        ``float_down(ε_count + ε_G − float_down(ε_G/2))``, quantile at 2.5 %); ``centered`` and
-        ``mid`` exactly those of :func:`mean_plan` at ``ε_G``. ``mean.epsilon`` is the guarantee
-        of the whole step (``<= ε_count + ε_G``).
+        ``count`` = the plan of ``p̃`` (``Δ = f·ℓ0·ℓ∞`` at the target ``ε_P = float_down(ε_count
+        + ε_G − ε_S)``, quantile at 2.5 %); ``centered`` and ``mid``: the centered sums of
+        :func:`mean_plan` at the target ``ε_S`` (:func:`count_share_plan`). ``mean.epsilon`` is
+        the guarantee of the whole step (``<= ε_count + ε_G``).
+    missing : CountPlan
+        The plan of ``m̃`` (``Δ = f·ℓ0·ℓ∞``) at the target ``float_down(ε_P' + Δ·u/t_S)``: a row
+        whose value is missing changes neither ``p`` nor ``S``, so ``m̃`` may cost per row what a
+        present row costs (``1/t_P + u/t_S``, ``u`` the per-row part of ``S̃``'s sensitivity in
+        release units; docs/proofs/aggregate_bounded.md §8). Quantile at 2.5 %.
     count_half_width : int
-        A ``k`` with ``P[|Z_p + Z_m| > k] <= 5 %`` for two independent ``DLap(t_P)``
-        (:meth:`~privagg.noise.distributions.DiscreteLaplace.sum_abs_quantile`, exact decision).
+        ``k_P + k_M`` (the two 2.5 % two-sided quantiles): ``P[|count − rows| > k] <= 5 %``.
     shared_variance, direct_variance : Fraction or None
-        ``2·t_P²`` (the count ``p̃ + m̃``) and ``t_C²`` (:func:`count_plan` at ``ε_count``), in
-        squared rows (``Var DLap(t) ≈ 2t²``, the factor 2 common); None where the direct count
-        refuses its parameters.
+        ``t_P² + t_M²`` (the count ``p̃ + m̃``, before the clamp ``m̃ ↦ max(m̃, 0)``, which never
+        increases its mean squared error) and ``t_C²`` (:func:`count_plan` at ``ε_count``), in
+        squared rows over 2 (``Var DLap(t) ≈ 2t²``, the factor 2 common); None where the direct
+        count refuses its parameters.
     """
 
     shared: bool
     mean: MeanPlan
+    missing: CountPlan
     count_half_width: int
     shared_variance: Fraction
     direct_variance: Fraction | None
 
 
+def centered_share(epsilon_count: Fraction, epsilon_group: Fraction, epsilon_sum: Fraction) -> Fraction:
+    """``ε_S = ε_G/2 + min(ε_count, ε_sum)/2``: the centered sum's part of the joint step (exact).
+
+    Without a shared sum (``ε_sum = 0``) the mean's half, as in :func:`mean_plan`; with one, the
+    part ``min(ε_count, ε_sum)`` that the count and the sum have in common is split evenly between
+    ``S̃`` and ``p̃`` (the sum reads both, the count only ``p̃``): with equal shares ``e``,
+    ``ε_S = ε_P = 3e/2`` (was ``e`` and ``2e``).
+    """
+    return epsilon_group / 2 + min(epsilon_count, epsilon_sum) / 2
+
+
 def count_share_plan(*, lower: Any, upper: Any, epsilon_count: Any, epsilon_group: Any,
-                     contribution: Contribution) -> CountSharePlan:
+                     contribution: Contribution, epsilon_sum: Any = 0) -> CountSharePlan:
     """Whether ``count()`` is released with a bounded mean of ``[lower, upper]`` (public rule).
 
     ``ε_G`` (``epsilon_group``) is the mean's share, or ``ε_sum + ε_mean`` for a shared sum and
-    mean (:func:`share_plan`). The step at ``ε_count + ε_G``: the centered sum ``S̃`` as in
-    :func:`mean_plan` at ``ε_G`` (``float_down(ε_G/2)``), and the pair (present rows ``p``,
-    missing rows ``m``) per group, each with ``DLap(t_P)``, at the rest of the step. Shared iff
-    the count is no noisier: ``2·t_P² <= t_C²`` (exact rationals). The mean and a shared sum
-    are never worse (their count ``p̃`` gets ``ε_count + ε_G/2`` instead of ``ε_G/2``; ``S̃`` is
-    the same). With equal shares ``t_P ≈ t_C/1.5`` (``t_C/2`` with a shared sum): shared.
-    Raises ParameterError when the shared step refuses its parameters (validated as
-    :func:`mean_plan`, :func:`count_plan`).
+    mean (:func:`share_plan`; then ``epsilon_sum`` = ``ε_sum``, else 0). The step at
+    ``ε_count + ε_G``: the centered sum ``S̃`` at the target ``ε_S = float_down(``
+    :func:`centered_share` ``)``, ``p̃`` (present rows) at ``float_down(ε_count + ε_G − ε_S)``
+    and ``m̃`` (missing rows) at the per-row cost of a present row (:class:`CountSharePlan`).
+    Shared iff the count is no noisier: ``t_P² + t_M² <= t_C²`` (exact rationals). The mean and
+    a shared sum are never worse than in :func:`mean_plan` / :func:`shared_sums_means` at
+    ``ε_G`` (``ε_S >= ε_G/2`` and ``ε_P >= ε_G/2 + ε_count/2``). Raises ParameterError when the
+    shared step refuses its parameters (validated as :func:`mean_plan`, :func:`count_plan`).
     """
     where = "shared_count_means"
-    mp = mean_plan(lower=lower, upper=upper, epsilon=epsilon_group, contribution=contribution)
+    mean_plan(lower=lower, upper=upper, epsilon=epsilon_group, contribution=contribution)  # validates
+    lo, hi = _check_bounds(where, lower, upper)
     eps_c = _check_epsilon(where, epsilon_count)
     eps_g = _check_epsilon(where, epsilon_group)
     c = _check_contribution(where, contribution)
-    half = Fraction(_float_down(eps_g / 2))  # the centered sum's target, as in mean_plan
-    pair = _count_plan(where, _target(eps_c + eps_g - half), c, (1 - LEVEL) / 2)
-    k = DiscreteLaplace(pair.scale).sum_abs_quantile(2, float(1 - LEVEL))
-    v_shared = 2 * pair.scale**2
+    if isinstance(epsilon_sum, bool) or not isinstance(epsilon_sum, numbers.Real):
+        raise fail(where, "epsilon_sum", "a number in [0, epsilon_group)", epsilon_sum)
+    eps_s = Fraction(epsilon_sum) if isinstance(epsilon_sum, (Fraction, numbers.Integral)) else (
+        Fraction(float(epsilon_sum)) if math.isfinite(float(epsilon_sum)) else Fraction(-1))
+    if not 0 <= eps_s < eps_g:
+        raise fail(where, "epsilon_sum", "a number in [0, epsilon_group)", epsilon_sum)
+    beta = (1 - LEVEL) / 2
+    target_s = _target(centered_share(eps_c, eps_g, eps_s))
+    centered, mid = _centered_plan(where, lo, hi, target_s, c, beta)
+    pair = _count_plan(where, _target(eps_c + eps_g - target_s), c, beta)
+    shift = centered.exponent - centered.term_exponent
+    row_units = centered.row_bound >> shift if shift > 0 else centered.row_bound << -shift
+    missing = _count_plan(where, _target(pair.epsilon + pair.sensitivity * row_units / centered.scale), c, beta)
+    k = pair.half_width + missing.half_width
+    v_shared = pair.scale**2 + missing.scale**2
     try:
         v_direct: Fraction | None = count_plan(epsilon=eps_c, contribution=c).scale ** 2
     except ParameterError:
         v_direct = None
-    return CountSharePlan(v_direct is None or v_shared <= v_direct, MeanPlan(pair, mp.centered, mp.mid), k,
+    return CountSharePlan(v_direct is None or v_shared <= v_direct, MeanPlan(pair, centered, mid), missing, k,
                           v_shared, v_direct)
 
 
 def shared_count_means(rows: np.ndarray, gv: GroupedValues, *, lower: float, upper: float,
                        epsilon_count: Any, epsilon_group: Any, contribution: Contribution,
-                       rng: np.random.Generator, with_sum: bool = False
+                       rng: np.random.Generator, with_sum: bool = False, epsilon_sum: Any = 0
                        ) -> tuple[MetricResult, MetricResult | None, MetricResult]:
     """``count()``, ``mean(col, b)`` (and ``sum(col, b)``) from the pair of noisy counts
     ``(p̃, m̃)`` and one noisy centered sum ``S̃`` (docs/proofs/aggregate_bounded.md §8).
 
     ``p_g`` = the group's rows with a present (finite) value of the column (``gv``), ``m_g =
     rows_g − p_g`` the others; ``p̃ = p + DLap(t_P)``, then ``S̃`` (as :func:`bounded_means`),
-    then ``m̃ = m + DLap(t_P)`` (:func:`count_share_plan`). Post-processing: ``count = p̃ + m̃``,
-    the mean ``clamp(mid + S̃/p̃, lo, hi)`` exactly as :func:`bounded_means` with ``n̂ = p̃``, the
+    then ``m̃ = m + DLap(t_M)`` (:func:`count_share_plan`; ``t_M <= t_P``). Post-processing:
+    ``count = p̃ + max(m̃, 0)`` (``m >= 0``, so the clamp only moves ``m̃`` towards ``m``), the
+    mean ``clamp(mid + S̃/p̃, lo, hi)`` exactly as :func:`bounded_means` with ``n̂ = p̃``, the
     sum ``S̃ + mid·p̃`` as :func:`shared_sums_means`.
 
     Parameters
@@ -732,17 +771,21 @@ def shared_count_means(rows: np.ndarray, gv: GroupedValues, *, lower: float, upp
         The column's present values of the same groups.
     epsilon_count, epsilon_group : Fraction
         ``count()``'s share and ``ε_G`` (the mean's, or the shared sum and mean's).
+    epsilon_sum : Fraction
+        The shared sum's share (part of ``ε_G``; 0 without a sum): it moves ``ε_S``
+        (:func:`centered_share`).
 
     Returns
     -------
     (MetricResult, MetricResult or None, MetricResult)
-        The count (``value ∓ k``, ``k`` of :class:`CountSharePlan`: contains the bounded row
-        count with probability ``>= 95 %``), the sum (None unless ``with_sum``), the mean
+        The count (``value ∓ k``, ``k = k_P + k_M`` of :class:`CountSharePlan`: its error is at
+        most ``|Z_P| + |Z_M|``, so it contains the bounded row count with probability
+        ``>= 95 %``), the sum (None unless ``with_sum``), the mean
         (``extra["n_hat"]`` = ``p̃``). Each reports the step's guarantee ``<= ε_count + ε_G``.
     """
     where = "shared_count_means"
     plan = count_share_plan(lower=lower, upper=upper, epsilon_count=epsilon_count,
-                            epsilon_group=epsilon_group, contribution=contribution)
+                            epsilon_group=epsilon_group, contribution=contribution, epsilon_sum=epsilon_sum)
     gen = _rng(rng)
     gv = _check_values(where, gv)
     g_count = int(gv.n_groups)
@@ -754,8 +797,8 @@ def shared_count_means(rows: np.ndarray, gv: GroupedValues, *, lower: float, upp
                    f"shape {r.shape}, {r.dtype}")
     means, p_hat, s_hat, mp = _bounded_means(gv, where, lower, upper, None, contribution, gen,
                                              plan=plan.mean)
-    m_hat = _laplace_release((r - present).astype(np.int64), mp.count, gen)
-    value = p_hat + m_hat
+    m_hat = _laplace_release((r - present).astype(np.int64), plan.missing, gen)
+    value = p_hat + np.maximum(m_hat, 0.0)  # m >= 0: the clamp never moves m̃ away from m
     k = float(plan.count_half_width)
     counts = _result(value, value - k, value + k, mp.epsilon)
     sums = _sum_from(p_hat, s_hat, mp) if with_sum else None
