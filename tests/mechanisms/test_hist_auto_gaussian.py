@@ -174,16 +174,24 @@ def _rho_star(eps: float, delta: float):
 
 @pytest.mark.parametrize("l0,linf", [(1, 1), (100, 1), (10, 3)])
 def test_gaussian_sigma_known_answers(l0, linf):
+    """The zCDP calibration (§10): σ² = Δ₂²/(2ρ*) against an independent ρ*; the release uses it
+    under replace-one and beyond the exact path's limits, else the exact profile's smaller σ²
+    (§10.1; test_hist_gaussian_exact.py)."""
     rho = _rho_star(1.0, 1e-6)
     for neighbors, c in (("add_remove", 1), ("replace", 2)):
-        p = H.LaplaceHistogramParams.build(1.0, neighbors, 10, bounds=(l0, linf), noise="gaussian", delta=1e-6)
+        zcdp = H._gaussian_calibration(1.0, 1e-6, neighbors, l0, linf, "laplace_histogram")[0]
         exact = mpmath.mpf(c * l0 * linf * linf) / (2 * rho)
-        s2 = mpmath.mpf(p.sigma2.numerator) / p.sigma2.denominator
+        s2 = mpmath.mpf(zcdp.numerator) / zcdp.denominator
         assert s2 >= exact * (1 - mpmath.mpf(10) ** -12) and s2 <= exact * (1 + mpmath.mpf(10) ** -6)
+        p = H.LaplaceHistogramParams.build(1.0, neighbors, 10, bounds=(l0, linf), noise="gaussian", delta=1e-6)
+        if p.gaussian_calibration == "exact":
+            assert neighbors == "add_remove" and p.sigma2 < zcdp
+        else:
+            assert p.sigma2 == zcdp
         assert p.rho == Fraction(c * l0 * linf * linf) / (2 * p.sigma2)
         assert p.privacy_loss.epsilon <= 1 and p.privacy_loss.delta == Fraction(1, 10**6)
-    assert float(H.LaplaceHistogramParams.build(1.0, "add_remove", 10, bounds=(100, 1), noise="gaussian",
-                                                delta=1e-6).sigma2) == pytest.approx(2052.885, abs=0.001)
+    assert float(H._gaussian_calibration(1.0, 1e-6, "add_remove", 100, 1, "laplace_histogram")[0]) == pytest.approx(
+        2052.885, abs=0.001)
 
 
 def test_gaussian_parameter_errors():

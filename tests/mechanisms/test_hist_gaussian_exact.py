@@ -151,3 +151,73 @@ def test_fallback_is_the_zcdp_calibration():
     assert p.gaussian_delta + Fraction(p.threshold_delta) <= H._charged_delta(1e-6)
     assert not G.feasible(64, 1, Fraction(1, 10**6), p.sigma2)
     assert G.feasible(3, 2, Fraction(1, 10**6), p.sigma2)
+
+
+# ------------------------------------------------------------------ laplace_histogram(noise="gaussian"), §10.1
+
+
+def _lap(eps, delta, l0, linf, neighbors="add_remove"):
+    return H.LaplaceHistogramParams.build(eps, neighbors, 10, bounds=(l0, linf), noise="gaussian", delta=delta)
+
+
+@pytest.mark.parametrize(("l0", "linf"), [(1, 1), (3, 2), (16, 1)])
+def test_laplace_histogram_exact_known_answers(l0, linf):
+    """Add/remove: σ² is the exact profile's (the same minimal σ² as the stable histogram's noise
+    part at share 0: both are the smallest σ² with every shift certified ≤ δ at ε), 6–8 % below
+    the zCDP calibration's σ (§10); the charge is (ε, δ) as given. Replace-one stays zCDP."""
+    p = _lap(1.0, 1e-6, l0, linf)
+    zcdp = H._gaussian_calibration(1.0, 1e-6, "add_remove", l0, linf, "laplace_histogram")[0]
+    assert p.gaussian_calibration == "exact"
+    assert p.sigma2 == _build(1.0, 1e-6, l0, linf).sigma2
+    assert 0.92 < math.sqrt(p.sigma2 / zcdp) < 0.95
+    assert p.privacy_loss.epsilon == 1 and p.privacy_loss.delta == Fraction(1, 10**6)
+    assert p.rho == Fraction(l0 * linf * linf) / (2 * p.sigma2)
+    assert _lap(1.0, 1e-6, l0, linf, "replace").gaussian_calibration == "zcdp"
+    assert _lap(1.0, 1e-6, 64, 1).gaussian_calibration == "zcdp"  # beyond the exact path's work limit
+
+
+def test_laplace_histogram_exact_sigma_is_certified_and_minimal():
+    """The certified profile at σ² is ≤ δ; at σ²·(1 − 2⁻⁹) it is above δ (σ² is minimal up to the
+    bisection's 2⁻¹² grid): the certificate is not loose by more than the search step."""
+    eps, delta, l0, linf = Fraction(1), Fraction(1, 10**6), 3, 2
+    p = _lap(1.0, 1e-6, l0, linf)
+    cut = G._cut_bits(delta, l0)
+    big_lf = G._float_down(G.exp_down(eps))
+    assert G._evaluate(p.sigma2, l0, linf, cut, big_lf)[1][l0] <= delta
+    smaller = p.sigma2 * (1 - Fraction(1, 2**9))
+    assert G._evaluate(smaller, l0, linf, cut, big_lf)[1][l0] > delta
+
+
+@pytest.mark.parametrize("understate", [False, True])
+def test_laplace_histogram_audit_of_a_unit_shift(understate):
+    """The release itself (laplace_histogram_from_counts over a public domain of ℓ0 = 3 keys per
+    copy): a unit raising all 3 keys by ℓ∞ = 2, at ε = 0.5, δ = 0.05, add/remove; 300,000 copies per
+    side; the optimal event {Σ 2(noisy − c) ≥ v*} gives P'(E) − e^ε P(E), which must not exceed δ by
+    4 standard errors. Negative control: σ² understated to 0.7× must be detected."""
+    from privagg.engines.counting import KeyCounts
+
+    seed = 5353 + understate
+    print("seed", seed, "understate", understate)
+    eps, delta, l0, linf, n, c = 0.5, 0.05, 3, 2, 300_000, 1000
+    p = _lap(eps, delta, l0, linf)
+    assert p.gaussian_calibration == "exact"
+    sigma2 = p.sigma2 * (Fraction(7, 10) if understate else 1)
+    v_star = math.ceil(float(sigma2) * eps + l0 * linf * linf / 2)
+    domain = np.arange(n * l0)
+    out = []
+    gen = np.random.default_rng(seed)
+    import unittest.mock
+
+    for shift in (0, linf):
+        kc = KeyCounts(keys=domain, counts=np.full(n * l0, c + shift, dtype=np.int64), n=n * l0 * (c + shift))
+        with unittest.mock.patch.object(H.LaplaceHistogramParams, "build",
+                                        return_value=dataclasses.replace(p, bins=n * l0, sigma2=sigma2)):
+            r = H.laplace_histogram_from_counts(kc, epsilon=eps, domain=domain, max_keys_per_unit=l0,
+                                                max_rows_per_key=linf, noise="gaussian", delta=delta, rng=gen)
+        w = (linf * (np.asarray(r.counts) - c)).reshape(n, l0).sum(axis=1)
+        out.append(float(np.mean(w >= v_star)))
+    q_hat, p_hat = out
+    est = p_hat - math.exp(eps) * q_hat
+    se = math.sqrt(p_hat * (1 - p_hat) / n + math.exp(2 * eps) * q_hat * (1 - q_hat) / n)
+    print("estimate", est, "se", se)
+    assert (est - 4 * se > delta) == understate

@@ -242,6 +242,8 @@ def _noise_text(release: HistogramRelease) -> str:
         split = f"; exact profile: Gaussian δ {format_float(dg)}, new keys δ {format_float(dt)}, every mix ≤ δ"
     elif dg is not None and dt is not None:  # Gaussian thresholding: δ split between the noise and T
         split = f"; δ = {format_float(dg)} (Gaussian) + {format_float(dt)} (threshold)"
+    elif getattr(release.params, "gaussian_calibration", None) == "exact":  # laplace_histogram, §10.1
+        split = "; exact profile: every shift of a unit certified ≤ δ"
     return (f"discrete Gaussian, σ {format_float(release.scale)} counts (σ² = {format_float(sigma2)}; "  # type: ignore[arg-type]
             f"ρ = {format_float(rho)} zCDP, as (ε, δ)-DP{split})")  # type: ignore[arg-type]
 

@@ -38,7 +38,7 @@ from ..noise._exact import ceil_div, exp_neg_fixed, mul_iv
 from ..noise._laws import gaussian_half, gaussian_tail_sums
 from ..noise.distributions import DiscreteGaussian, _dg_abs_quantile, _dg_abs_tail
 
-__all__ = ["Calibration", "calibrate", "profile_bounds", "MAX_SHIFT_SETS", "MAX_WORK"]
+__all__ = ["Calibration", "calibrate", "calibrate_noise", "profile_bounds", "MAX_SHIFT_SETS", "MAX_WORK"]
 
 #: At most this many shift multisets (C(ℓ0 + ℓ∞, ℓ0) − 1) for the exact calibration.
 MAX_SHIFT_SETS = 512
@@ -220,22 +220,26 @@ def feasible(l0: int, linf: int, delta: Fraction, sigma2_hi: Fraction) -> bool:
 
 
 @functools.lru_cache(maxsize=128)
-def calibrate(epsilon: Fraction, delta: Fraction, l0: int, linf: int, sigma2_hi: Fraction) -> Calibration | None:
-    """σ², T for (ε, δ): the smallest σ² (bisection, 2⁻¹² relative) on the grid of rationals
-    the sampler takes whose noise part alone (b = 0) is certified ≤ δ, then the smallest T with
-    every mix (b new keys, ℓ0 − b changed ones) certified ≤ δ in both directions. None when the
-    exact path does not apply or cannot certify (the caller then uses the zCDP calibration).
+def calibrate_noise(epsilon: Fraction, delta: Fraction, l0: int, linf: int,
+                    sigma2_hi: Fraction) -> tuple[Fraction, Fraction] | None:
+    """(σ², H): the smallest σ² (bisection, 2⁻¹² relative) on the grid of rationals the sampler
+    takes whose profile is certified ≤ δ at e^ε for every shift vector of ≤ ℓ0 coordinates in
+    [1, ℓ∞] (the noise part alone, b = 0), and that certified H. None when the exact path does not
+    apply or cannot certify at ``sigma2_hi`` (the zCDP calibration's σ², a valid upper bracket).
+    Used alone by the Laplace histogram's Gaussian option (every domain key noised: no threshold),
+    docs/proofs/histograms.md §10.1; by :func:`calibrate` before it sets T."""
+    found = _smallest_sigma2(epsilon, delta, l0, linf, sigma2_hi)
+    return None if found is None else (found[0], found[2][l0])
 
-    ``sigma2_hi``: the zCDP calibration's σ² at (ε, δ), a valid upper bracket.
-    """
+
+def _smallest_sigma2(epsilon: Fraction, delta: Fraction, l0: int, linf: int, sigma2_hi: Fraction
+                     ) -> tuple[Fraction, list[list[_Node]], list[Fraction]] | None:
     from ..noise.rational import to_fraction
-    from .histogram import per_key_delta
 
     if not feasible(l0, linf, delta, sigma2_hi):
         return None
     cut = _cut_bits(delta, l0)
-    big_l = exp_down(epsilon)
-    big_lf = _float_down(big_l)
+    big_lf = _float_down(exp_down(epsilon))
 
     def ok(s2: Fraction) -> bool:
         return _evaluate(s2, l0, linf, cut, big_lf)[1][l0] <= delta
@@ -256,6 +260,25 @@ def calibrate(epsilon: Fraction, delta: Fraction, l0: int, linf: int, sigma2_hi:
             lo_f = mid
     sigma2 = snap(hi_f) if hi_f < float(sigma2_hi) else sigma2_hi
     nodes, h_full = _evaluate(sigma2, l0, linf, cut, big_lf)
+    return sigma2, nodes, h_full
+
+
+@functools.lru_cache(maxsize=128)
+def calibrate(epsilon: Fraction, delta: Fraction, l0: int, linf: int, sigma2_hi: Fraction) -> Calibration | None:
+    """σ², T for (ε, δ): the smallest σ² of :func:`calibrate_noise` (the noise part alone, b = 0,
+    certified ≤ δ), then the smallest T with every mix (b new keys, ℓ0 − b changed ones) certified
+    ≤ δ in both directions. None when the exact path does not apply or cannot certify (the caller
+    then uses the zCDP calibration).
+
+    ``sigma2_hi``: the zCDP calibration's σ² at (ε, δ), a valid upper bracket.
+    """
+    from .histogram import per_key_delta
+
+    found = _smallest_sigma2(epsilon, delta, l0, linf, sigma2_hi)
+    if found is None:
+        return None
+    sigma2, nodes, h_full = found
+    big_l = exp_down(epsilon)
     law = DiscreteGaussian(sigma2)
     t = max(1, linf + law.upper_quantile(per_key_delta(float(delta), l0)))
     for _ in range(64 + 4 * math.isqrt(int(sigma2) + 1)):

@@ -359,6 +359,26 @@ def _gaussian_calibration(epsilon: Any, delta: Any, neighbors: str, l0: int, lin
     return sigma2, rho_actual, eps_exact, dlt
 
 
+def _exact_noise_calibration(epsilon: Any, delta: Any, l0: int, linf: int, sigma2_zcdp: Fraction,
+                              where: str) -> tuple[Fraction, Fraction, Fraction] | None:
+    """(σ², ε, δ) of the Laplace histogram's Gaussian noise by the exact profile (add/remove,
+    docs/proofs/histograms.md §10.1), or None beyond its limits (then the zCDP calibration stays).
+    ε is the exact rational of :func:`_exact_epsilon` (≤ the given ε), δ the charged δ (its
+    shortest decimal, as the zCDP path); the certified profile at σ² is ≤ min(Fraction(δ), that
+    decimal) ≤ δ."""
+    from ._gaussian_profile import calibrate_noise
+
+    eps = _exact_epsilon(epsilon, where)
+    dlt = float(check_delta(where, delta))
+    target = min(Fraction(dlt), Fraction(repr(dlt)))
+    found = calibrate_noise(eps, target, l0, linf, sigma2_zcdp)
+    if found is None:
+        return None
+    sigma2 = found[0]
+    discrete_gaussian(sigma2, size=0, rng=0)  # the exact sampler takes σ² (checked before any charge)
+    return sigma2, eps, Fraction(repr(dlt))
+
+
 @dataclass(frozen=True)
 class LaplaceHistogramParams:
     """Public parameters of :func:`laplace_histogram`; answers without data.
@@ -377,6 +397,11 @@ class LaplaceHistogramParams:
         σ² of the discrete Gaussian noise (``noise="gaussian"``), else None.
     rho : Fraction or None
         The zCDP ρ = Δ₂²/(2σ²) the Gaussian noise gives, else None.
+    gaussian_calibration : {"exact", "zcdp"} or None
+        ``noise="gaussian"``: ``"exact"`` (add/remove, within the exact path's limits): σ² is the
+        smallest whose multivariate discrete Gaussian profile is certified ≤ δ at ε for every
+        shift vector of ≤ ℓ0 coordinates in [1, ℓ∞] (docs/proofs/histograms.md §10.1);
+        ``"zcdp"``: ρ-zCDP converted (§10; replace-one, or beyond the exact path's limits).
     """
 
     epsilon: float
@@ -390,6 +415,7 @@ class LaplaceHistogramParams:
     rho: Fraction | None = None
     gaussian_epsilon: Fraction | None = field(default=None, repr=False)
     gaussian_delta: Fraction | None = field(default=None, repr=False)
+    gaussian_calibration: str | None = None
 
     @classmethod
     def build(
@@ -415,9 +441,16 @@ class LaplaceHistogramParams:
                 raise fail(where, "delta", "given with noise='gaussian' (a number in the open interval (0, 1))", None)
             l0, linf = bounds
             sigma2, rho, eps_exact, dlt = _gaussian_calibration(epsilon, delta, neighbors, l0, linf, where)
+            calibration = "zcdp"
+            if neighbors == "add_remove":  # §10.1: the exact profile, where it applies
+                exact = _exact_noise_calibration(epsilon, delta, l0, linf, sigma2, where)
+                if exact is not None:
+                    sigma2, eps_exact, dlt = exact
+                    rho, calibration = Fraction(l0 * linf * linf) / (2 * sigma2), "exact"
             sigma = to_fraction(Fraction(math.sqrt(sigma2)) * (1 + Fraction(1, 1 << 40)), where=where,
                                 name="epsilon", direction="up")
-            return cls(eps, neighbors, int(bins), sigma, l0, linf, "gaussian", sigma2, rho, eps_exact, dlt)
+            return cls(eps, neighbors, int(bins), sigma, l0, linf, "gaussian", sigma2, rho, eps_exact, dlt,
+                       calibration)
         if bounds is None:
             scale = noise_scale(epsilon, neighbors, where=where)
             _check_scales(where, epsilon, scale)
@@ -474,7 +507,8 @@ class LaplaceHistogramParams:
         if self.max_keys_per_unit is not None:
             out.update(max_keys_per_unit=self.max_keys_per_unit, max_rows_per_key=self.max_rows_per_key)
         if self.sigma2 is not None:
-            out.update(noise="gaussian", sigma2=str(self.sigma2), rho=str(self.rho), delta=self.delta)
+            out.update(noise="gaussian", sigma2=str(self.sigma2), rho=str(self.rho), delta=self.delta,
+                       gaussian_calibration=self.gaussian_calibration)
         return out
 
 
