@@ -25,6 +25,21 @@ main_thread_only = pytest.mark.skipif(threading.current_thread() is not threadin
                                       reason="signal handlers need the main thread")
 
 
+@pytest.fixture(autouse=True)
+def _sigint_not_ignored():
+    """A test run started in the background of a non-interactive shell (``cmd &``, ``nohup``)
+    inherits SIGINT as SIG_IGN, and the CLI (rightly) leaves an ignored SIGINT alone; the tests
+    that raise SIGINT need it deliverable, so it is reset to Python's default for each test."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def run(csv_file: Path, ledger_path: Path, *extra: str):
     args = ["histogram", str(csv_file), "--column", "code", "--epsilon", "1", "--delta", "1e-6",
             "--ledger", str(ledger_path), *extra]
