@@ -16,7 +16,11 @@ privagg's release needs them (``agg(count, sum(c0) … sum(c9))`` on the Parquet
 many d-sum jobs as private_mean makes passes over the rows (on the persisted columns); also the
 same release through DuckDB (file read into numpy). Target: ≤ 1.5× (a). One run each (no warm-up
 repeat: a private release is not repeated in practice), after one warm-up of each job. Also printed:
-the Spark jobs and stages of the private run, and one native pass over the persisted columns.
+the Spark jobs and stages of the private run, and one native pass over the persisted columns;
+then a profile of each timed private run: seconds, Spark jobs and stages per step (the count job,
+each ``SparkPoints`` method call, the rest on the driver), from job groups and Spark's status
+tracker. To profile other code (e.g. an older commit), run this file with its ``src`` first on
+``sys.path`` (the script puts ``../src`` first).
 """
 
 from __future__ import annotations

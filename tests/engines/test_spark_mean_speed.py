@@ -33,9 +33,9 @@ def _data() -> np.ndarray:
 
 def test_seeded_release_unchanged(spark) -> None:
     """Same data, partitions and seed → bit for bit the releases printed by the code before the
-    speed work (2dd438f): the FriendlyCore plan with the scale step (copies and ±0.0 rows): every
-    pass (scale counts, subsample, clipped sums, distance histogram). (The coordinate plan draws no task randomness: its seeded release is the local one,
-    test_spark_mean.py.)"""
+    speed work (2dd438f): the FriendlyCore plan with the scale step (copies and ±0.0 rows), so every
+    pass (scale counts, subsample, clipped sums, distance histogram). The coordinate plan draws no
+    task randomness: its seeded release is the local one (test_spark_mean.py)."""
     x = _data()
     df = _frame(spark, x, 5)
     cases = [

@@ -11,6 +11,10 @@ clips and sums:
   the column and its type, which are schema), rows with a NULL, NaN or infinite entry dropped
   (the mechanism's declared policy), persisted on the executors (memory, then disk) and counted:
   job 1, **before the ledger is charged** (a DataFrame that Spark cannot evaluate charges nothing).
+  For means the persisted rows are **packed**: one binary value per block of consecutive rows
+  (their float64 bytes, about 1 MiB a block; the rows keep their partition and order), so that each
+  later pass hands a task its rows as a few buffers instead of d Arrow columns converted from
+  Spark's rows (k-means keeps the d columns).
 * **Sums and histograms: exact, the local arithmetic.** Each task applies the local functions
   (:func:`~privagg.mechanisms.mean._clipped_integer_sum`, :func:`~privagg.mechanisms.mean._distance_bins`)
   to its Arrow batches (``mapInArrow``) and returns one row of partial results; Spark adds them
@@ -21,12 +25,14 @@ clips and sums:
 * **Per-column scales** (when the mechanism runs that step): each row's occurrence index among
   identical rows (``row_number()`` over a window partitioned by the exact bits of its columns,
   never by the doubles: Spark equates −0.0 with 0.0 and NaNs), the keyed hash of (row, index)
-  (keys drawn on the driver, :func:`~privagg.mechanisms.mean.row_keys`) computed in the tasks, a
-  global ``orderBy`` on (hash, bits of each column, index) — exactly the local order — and per sorted partition
-  the local :func:`~privagg.mechanisms.mean.sorted_scale_counts` of its consecutive pairs; the
-  driver adds the counts and the P − 1 pairs across partition boundaries, for which it receives
-  the first and last row of each sorted partition (at most 2·P rows, P the number of shuffle
-  partitions).
+  (keys drawn on the driver, :func:`~privagg.mechanisms.mean.row_keys`) computed in the tasks, and
+  the local order on (hash, bits of each column, index) without a global sort: each row goes to
+  the partition of its hash bucket (the top :data:`BUCKET_BITS` bits of the hash: a range of the
+  order) and is sorted there (``sortWithinPartitions``), so the order is the buckets' runs in
+  bucket order — exactly the local order, with no range-partition sampling job (which computed
+  the keyed rows twice). Per bucket the local :func:`~privagg.mechanisms.mean.sorted_scale_counts`
+  of its consecutive pairs; the driver adds the counts and the pairs across bucket boundaries, for
+  which it receives the first and last row of each non-empty bucket (at most 2·2^BUCKET_BITS = 128 rows).
 * **Locate subsample.** Poisson at the public rate ``q = min(1, m_locate/n̂)``: each task keeps
   each row with probability q, drawing from its own generator (fresh OS entropy, or in seeded
   mode the partition's child of the seed: :class:`~privagg.engines.spark.TaskRandomness`; the
@@ -41,7 +47,7 @@ clips and sums:
   ``posexplode``, ``SUM``); one column's exact clipped sum (``column(j)``, the clipped-sum job
   above with d = 1); the count outside the box. No task randomness: the seeded release is the local one.
 
-What the driver sees: n, the totals above, the subsample and the partition-boundary rows of the
+What the driver sees: n, the totals above, the subsample and the bucket-boundary rows of the
 scale step (as the local engines, the driver is trusted with the subsample). Executors see their
 rows, the released centers and radii, and the hash keys. Errors name only the schema and the
 Spark configuration, never a value (Spark's messages are not shown).
@@ -358,7 +364,7 @@ class SparkPoints(PointSource):
 
     def pair_quantile_counts(self, keys: np.ndarray, grid: np.ndarray) -> np.ndarray:
         """The same keyed order and partition pipeline as :meth:`scale_counts`, with the local
-        :func:`~privagg.mechanisms.mean_small.sorted_pair_quantile_counts` per sorted partition."""
+        :func:`~privagg.mechanisms.mean_small.sorted_pair_quantile_counts` per hash bucket."""
         from ..mechanisms.mean_small import sorted_pair_quantile_counts
 
         g = np.array(grid, dtype=np.float64)
