@@ -154,9 +154,9 @@ def _rows(batch: Any, d: int, exponents: np.ndarray | None) -> np.ndarray:
     return x
 
 
-#: values (doubles) per block of the packed rows: blocks of about 1 MiB (Spark cuts the Arrow
-#: batches it sends a task at spark.sql.execution.arrow.maxBytesPerBatch, 64 MiB by default and
-#: below 2^31 always, so the blocks' 32-bit Arrow offsets never overflow)
+#: values (doubles) per block of the packed rows: blocks of about 1 MiB (an Arrow batch of blocks
+#: has 32-bit offsets; Spark documents spark.sql.execution.arrow.maxBytesPerBatch, 64 MiB by default,
+#: as the limit of the bytes of a batch; not tested here on partitions beyond 2 GiB)
 BLOCK_VALUES = 1 << 17
 
 
