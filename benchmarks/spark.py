@@ -16,12 +16,17 @@ privagg's release needs them (``agg(count, sum(c0) … sum(c9))`` on the Parquet
 many d-sum jobs as private_mean makes passes over the rows (on the persisted columns); also the
 same release through DuckDB (file read into numpy). Target: ≤ 1.5× (a). One run each (no warm-up
 repeat: a private release is not repeated in practice), after one warm-up of each job. Also printed:
-the Spark jobs and stages of the private run, and one native pass over the persisted columns.
+the Spark jobs and stages of the private run, and one native pass over the persisted columns;
+then a profile of each timed private run: seconds, Spark jobs and stages per step (the count job,
+each ``SparkPoints`` method call, the rest on the driver), from job groups and Spark's status
+tracker. To profile other code (e.g. an older commit), run this file with its ``src`` first on
+``sys.path`` (the script puts ``../src`` first).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import sys
 import tempfile
@@ -144,6 +149,11 @@ def main() -> None:
         bench_mean(args)
 
 
+#: the SparkPoints methods timed (and counted as passes when they run a Spark job)
+PASS_METHODS = ("poisson_sample", "clipped_integer_sum", "distance_bins", "scale_counts", "pair_quantile_counts",
+                "below_counts", "outside_count")
+
+
 def bench_mean(args: argparse.Namespace, d: int = 10) -> None:
     """private_mean at d = 10 on Spark vs plain Spark sums (module docstring)."""
     from pyspark import StorageLevel
@@ -169,14 +179,45 @@ def bench_mean(args: argparse.Namespace, d: int = 10) -> None:
                                                "spark.driver.memory": "2g"})
         df = spark.read.parquet(str(data))
         passes = [0]
-        for name in ("poisson_sample", "clipped_integer_sum", "distance_bins", "scale_counts"):
-            real = getattr(sp.SparkPoints, name)
+        sc = spark.sparkContext
+        steps: list[tuple[str, float, str]] = []  # (method, seconds, job group) of the profiled run
+        profile, runs = [False], [0]  # group names unique per run (the status tracker keeps old jobs)
+        for name in PASS_METHODS:
+            real = getattr(sp.SparkPoints, name, None)
+            if real is None:
+                continue
 
-            def counted(self, *a, _real=real, **k):
-                passes[0] += 1
-                return _real(self, *a, **k)
+            def counted(self, *a, _real=real, _name=name, **k):
+                group = f"privagg-bench-{runs[0]}-pass-{len(steps)}"
+                if profile[0]:
+                    sc.setJobGroup(group, _name)
+                t = time.perf_counter()
+                try:
+                    return _real(self, *a, **k)
+                finally:
+                    if profile[0]:
+                        steps.append((_name, time.perf_counter() - t, group))
+                        sc.setJobGroup(f"privagg-bench-mean-{runs[0]}", "private_mean")
+                    if sc.statusTracker().getJobIdsForGroup(group) or not profile[0]:
+                        passes[0] += 1
 
             setattr(sp.SparkPoints, name, counted)
+
+        real_points_of = sp.points_of
+
+        @contextlib.contextmanager
+        def timed_points_of(*a, **k):  # job 1: persist and count the rows
+            group = f"privagg-bench-{runs[0]}-count"
+            if profile[0]:
+                sc.setJobGroup(group, "count")
+            t = time.perf_counter()
+            with real_points_of(*a, **k) as value:
+                if profile[0]:
+                    steps.append(("count (persist)", time.perf_counter() - t, group))
+                    sc.setJobGroup(f"privagg-bench-mean-{runs[0]}", "private_mean")
+                yield value
+
+        sp.points_of = timed_points_of
 
         def timed(fn) -> float:
             t = time.perf_counter()
@@ -186,17 +227,26 @@ def bench_mean(args: argparse.Namespace, d: int = 10) -> None:
         def plain_one() -> None:  # (a) count and d sums in one job, from Parquet
             df.agg(F.count(F.lit(1)), *[F.sum(c) for c in cols]).collect()
 
-        rows = []
+        rows, profiles = [], []
         for label, radius in (("radius given (no scale step)", 30.0), ("radius chosen privately", None)):
             passes[0] = 0
             private_mean(df, epsilon=1.0, delta=1e-6, radius=radius, rng=1)  # warm-up
             passes[0] = 0
-            sc = spark.sparkContext
-            sc.setJobGroup("privagg-bench-mean", "private_mean")
+            steps.clear()
+            profile[0], runs[0] = True, runs[0] + 1
+            main_group = f"privagg-bench-mean-{runs[0]}"
+            sc.setJobGroup(main_group, "private_mean")
             t_priv = timed(lambda: private_mean(df, epsilon=1.0, delta=1e-6, radius=radius))
-            jobs = sc.statusTracker().getJobIdsForGroup("privagg-bench-mean")
-            n_jobs = len(jobs)
-            n_stages = sum(len(info.stageIds) for info in map(sc.statusTracker().getJobInfo, jobs) if info)
+            profile[0] = False
+            groups = [main_group] + [g for _, _, g in steps]
+            n_jobs, n_stages = 0, 0
+            per_group = {}
+            for g in groups:
+                jobs = sc.statusTracker().getJobIdsForGroup(g)
+                stages = sum(len(info.stageIds) for info in map(sc.statusTracker().getJobInfo, jobs) if info)
+                per_group[g] = (len(jobs), stages)
+                n_jobs, n_stages = n_jobs + len(jobs), n_stages + stages
+            profiles.append((label, t_priv, steps[:], per_group, main_group))
             sc.setJobGroup("privagg-bench-plain", "plain")
             k = passes[0]
             cached = df.select(*cols).persist(StorageLevel.MEMORY_AND_DISK)
@@ -223,6 +273,16 @@ def bench_mean(args: argparse.Namespace, d: int = 10) -> None:
                   f"{t_priv / t_k:6.2f} {t_duck:7.2f} {n_jobs:5d} {n_stages:6d} {t_scan:6.2f}")
         print("jobs/stages: the Spark jobs and stages of the timed private_mean (AQE runs each shuffle as a job of "
               "its own); 1 scan: one native d-sum pass over the persisted columns, the least a dependent pass costs")
+        print("\nprofile of the timed private_mean runs (job groups per SparkPoints method; 'driver': "
+              "the rest, the local code on the driver)")
+        print(f"{'run':30s} {'step':24s} {'seconds':>8s} {'jobs':>5s} {'stages':>6s}")
+        for label, t_priv, steps_of, per_group, main_group in profiles:
+            other_jobs, other_stages = per_group[main_group]
+            rest = t_priv - sum(t for _, t, _ in steps_of)
+            print(f"{label:30s} {'driver':24s} {rest:8.2f} {other_jobs:5d} {other_stages:6d}")
+            for name, t, g in steps_of:
+                jobs, stages = per_group[g]
+                print(f"{'':30s} {name:24s} {t:8.2f} {jobs:5d} {stages:6d}")
         ratio = rows[0][1] / rows[0][3]
         verdict = "met" if ratio <= 1.5 else "MISSED"
         print(f"target Spark private_mean ≤ 1.5× plain sums (a): {verdict} ({ratio:.2f}× with a given radius); "

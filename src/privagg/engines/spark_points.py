@@ -11,6 +11,10 @@ clips and sums:
   the column and its type, which are schema), rows with a NULL, NaN or infinite entry dropped
   (the mechanism's declared policy), persisted on the executors (memory, then disk) and counted:
   job 1, **before the ledger is charged** (a DataFrame that Spark cannot evaluate charges nothing).
+  For means the persisted rows are **packed**: one binary value per block of consecutive rows
+  (their float64 bytes, about 1 MiB a block; the rows keep their partition and order), so that each
+  later pass hands a task its rows as a few buffers instead of d Arrow columns converted from
+  Spark's rows (k-means keeps the d columns).
 * **Sums and histograms: exact, the local arithmetic.** Each task applies the local functions
   (:func:`~privagg.mechanisms.mean._clipped_integer_sum`, :func:`~privagg.mechanisms.mean._distance_bins`)
   to its Arrow batches (``mapInArrow``) and returns one row of partial results; Spark adds them
@@ -21,12 +25,14 @@ clips and sums:
 * **Per-column scales** (when the mechanism runs that step): each row's occurrence index among
   identical rows (``row_number()`` over a window partitioned by the exact bits of its columns,
   never by the doubles: Spark equates −0.0 with 0.0 and NaNs), the keyed hash of (row, index)
-  (keys drawn on the driver, :func:`~privagg.mechanisms.mean.row_keys`) computed in the tasks, a
-  global ``orderBy`` on (hash, bits of each column, index) — exactly the local order — and per sorted partition
-  the local :func:`~privagg.mechanisms.mean.sorted_scale_counts` of its consecutive pairs; the
-  driver adds the counts and the P − 1 pairs across partition boundaries, for which it receives
-  the first and last row of each sorted partition (at most 2·P rows, P the number of shuffle
-  partitions).
+  (keys drawn on the driver, :func:`~privagg.mechanisms.mean.row_keys`) computed in the tasks, and
+  the local order on (hash, bits of each column, index) without a global sort: each row goes to
+  the partition of its hash bucket (the top :data:`BUCKET_BITS` bits of the hash: a range of the
+  order) and is sorted there (``sortWithinPartitions``), so the order is the buckets' runs in
+  bucket order — exactly the local order, with no range-partition sampling job (which computed
+  the keyed rows twice). Per bucket the local :func:`~privagg.mechanisms.mean.sorted_scale_counts`
+  of its consecutive pairs; the driver adds the counts and the pairs across bucket boundaries, for
+  which it receives the first and last row of each non-empty bucket (at most 2·2^BUCKET_BITS = 128 rows).
 * **Locate subsample.** Poisson at the public rate ``q = min(1, m_locate/n̂)``: each task keeps
   each row with probability q, drawing from its own generator (fresh OS entropy, or in seeded
   mode the partition's child of the seed: :class:`~privagg.engines.spark.TaskRandomness`; the
@@ -41,7 +47,7 @@ clips and sums:
   ``posexplode``, ``SUM``); one column's exact clipped sum (``column(j)``, the clipped-sum job
   above with d = 1); the count outside the box. No task randomness: the seeded release is the local one.
 
-What the driver sees: n, the totals above, the subsample and the partition-boundary rows of the
+What the driver sees: n, the totals above, the subsample and the bucket-boundary rows of the
 scale step (as the local engines, the driver is trusted with the subsample). Executors see their
 rows, the released centers and radii, and the hash keys. Errors name only the schema and the
 Spark configuration, never a value (Spark's messages are not shown).
@@ -79,6 +85,9 @@ __all__ = ["SparkPoints", "describe_columns", "point_columns", "points_of"]
 
 _NUMERIC = {"ByteType", "ShortType", "IntegerType", "LongType", "FloatType", "DoubleType", "DecimalType"}
 _FLIP = np.uint64(1 << 63)
+#: the keyed order's rows go to 2^BUCKET_BITS hash buckets (ranges of the hash), each sorted in one
+#: partition: the driver receives the first and last row of each non-empty bucket
+BUCKET_BITS = 6
 
 
 def describe_columns(data: Any, columns: Any, *, where: str) -> list[str]:
@@ -140,8 +149,67 @@ def _rows(batch: Any, d: int, exponents: np.ndarray | None) -> np.ndarray:
     if exponents is not None:
         from ..mechanisms.mean import _finite
 
-        x = _finite(np.ldexp(x, -exponents))
+        with np.errstate(all="ignore"):
+            x = _finite(np.ldexp(x, -exponents))
     return x
+
+
+#: values (doubles) per block of the packed rows: blocks of about 1 MiB (an Arrow batch of blocks
+#: has 32-bit offsets; Spark documents spark.sql.execution.arrow.maxBytesPerBatch, 64 MiB by default,
+#: as the limit of the bytes of a batch; not tested here on partitions beyond 2 GiB)
+BLOCK_VALUES = 1 << 17
+
+
+def _pack(d: int) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The task function packing Arrow batches of d double columns into blocks: one row per
+    block of consecutive rows, ``x`` its (m, d) float64 values (C order, little-endian bytes),
+    ``m`` its number of rows; the rows keep their order."""
+    step = max(1, BLOCK_VALUES // d)
+
+    def pack(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        for batch in batches:
+            x = _rows(batch, d, None).astype("<f8", copy=False)
+            starts = range(0, x.shape[0], step)  # over blocks of the batch, not rows
+            yield pa.RecordBatch.from_arrays(
+                [pa.array([x[i : i + step].tobytes() for i in starts], type=pa.binary()),
+                 pa.array([min(step, x.shape[0] - i) for i in starts], type=pa.int64())], names=["x", "m"])
+
+    return pack
+
+
+def _arrays(batches: Iterator[Any], d: int, exponents: np.ndarray | None, packed: int = 0,
+            select: tuple[int, ...] | None = None) -> Iterator[np.ndarray]:
+    """The rows of each Arrow batch as a C-contiguous float64 (m, d) array, scaled. ``packed``:
+    0 for batches of d double columns, else the width of the blocks of a packed frame
+    (:func:`_pack`), of which the columns ``select`` are read (all when None)."""
+    for batch in batches:
+        if not packed:
+            yield _rows(batch, d, exponents)
+            continue
+        blocks = batch.column(0)  # consecutive blocks: their bytes are the rows, in order
+        otype = np.int64 if blocks.type.equals(_large_binary()) else np.int32
+        _, offsets_buf, data = blocks.buffers()
+        if len(blocks) == 0 or data is None:
+            x = np.zeros((0, packed), dtype=np.float64)
+        else:
+            offsets = np.frombuffer(offsets_buf, dtype=otype)[blocks.offset : blocks.offset + len(blocks) + 1]
+            raw = np.frombuffer(data, dtype=np.uint8)[int(offsets[0]) : int(offsets[-1])]
+            x = raw.view("<f8").reshape(-1, packed)
+        x = np.ascontiguousarray(x if select is None else x[:, list(select)], dtype=np.float64)
+        if exponents is not None:
+            from ..mechanisms.mean import _finite
+
+            with np.errstate(all="ignore"):
+                x = _finite(np.ldexp(x, -exponents))
+        yield x
+
+
+def _large_binary() -> Any:
+    import pyarrow as pa
+
+    return pa.large_binary()
 
 
 def _map(frame: Any, function: Callable[..., Any], schema: Any, *, nondeterministic: bool = False) -> Any:
@@ -170,13 +238,24 @@ class SparkPoints(PointSource):
     name = "spark"
 
     def __init__(self, frame: Any, d: int, n: int, randomness: TaskRandomness, where: str,
-                 exponents: np.ndarray | None = None) -> None:
-        self.frame = frame  # persisted: c0 … c{d−1}, DOUBLE, finite
+                 exponents: np.ndarray | None = None, *, packed: int = 0,
+                 select: tuple[int, ...] | None = None) -> None:
+        # persisted, finite: c0 … c{d−1} (DOUBLE), or packed blocks of `packed` columns (_pack), of
+        # which the columns `select` are the rows (all when None)
+        self.frame = frame
         self.d = int(d)
         self.n = int(n)
         self.randomness = randomness
         self.where = where
         self.exponents = exponents
+        self.packed = int(packed)
+        self.select = select
+
+    def _reader(self, scaled: bool = True) -> Callable[[Iterator[Any]], Iterator[np.ndarray]]:
+        """The task function reading a task's rows as arrays, batch by batch (:func:`_arrays`;
+        it holds only the layout, never the DataFrame, so it ships to the tasks)."""
+        d, exps, packed, select = self.d, self.exponents if scaled else None, self.packed, self.select
+        return lambda batches: _arrays(batches, d, exps, packed, select)
 
     def _names(self) -> list[str]:
         return [f"c{j}" for j in range(self.d)]
@@ -195,7 +274,8 @@ class SparkPoints(PointSource):
         exps = np.asarray(exponents, dtype=np.int64)
         if self.exponents is not None:  # pragma: no cover - the mechanism scales once
             raise AssertionError("SparkPoints.scaled: already scaled")
-        return SparkPoints(self.frame, self.d, self.n, self.randomness, self.where, exps)
+        return SparkPoints(self.frame, self.d, self.n, self.randomness, self.where, exps, packed=self.packed,
+                           select=self.select)
 
     def poisson_sample(self, rate: float, gen: np.random.Generator) -> np.ndarray:
         """Each row with probability ``rate``, drawn in the tasks (``gen`` is not used: the
@@ -203,15 +283,14 @@ class SparkPoints(PointSource):
         import pyarrow as pa
         from pyspark.sql.types import DoubleType, StructField, StructType
 
-        d, exps, randomness, q, names = self.d, self.exponents, self.randomness, float(rate), self._names()
+        d, randomness, q, names = self.d, self.randomness, float(rate), self._names()
+        rows_of = self._reader()
 
         def sample(batches: Iterator[Any]) -> Iterator[Any]:
             from pyspark import TaskContext
 
             task_gen = randomness.generator(TaskContext.get().partitionId())
-            for batch in batches:
-                with np.errstate(all="ignore"):
-                    x = _rows(batch, d, exps)
+            for x in rows_of(batches):
                 kept = x[task_gen.random(x.shape[0]) < q]
                 yield pa.RecordBatch.from_arrays([pa.array(kept[:, j]) for j in range(d)], names=names)
 
@@ -232,7 +311,7 @@ class SparkPoints(PointSource):
 
         if not (np.ldexp(float(radius), -int(exponent)) <= 2.0 ** SUM_BITS):
             raise fail(self.where, "exponent", f"a grid with radius/2^exponent <= 2^{SUM_BITS}", exponent)
-        d, exps, names = self.d, self.exponents, [f"s{j}" for j in range(self.d)]
+        d, names, rows_of = self.d, [f"s{j}" for j in range(self.d)], self._reader()
         c = np.array(center, dtype=np.float64)
         r, e = float(radius), int(exponent)
 
@@ -240,9 +319,9 @@ class SparkPoints(PointSource):
             from privagg.mechanisms.mean import _clipped_integer_sum
 
             total = [0] * d
-            for batch in batches:
+            for x in rows_of(batches):
                 with np.errstate(all="ignore"):
-                    s = _clipped_integer_sum(_rows(batch, d, exps), c, r, e)
+                    s = _clipped_integer_sum(x, c, r, e)
                 total = [a + int(b) for a, b in zip(total, s)]
             yield pa.RecordBatch.from_arrays([pa.array([v], type=pa.decimal128(38, 0)) for v in total],
                                              names=names)
@@ -263,7 +342,7 @@ class SparkPoints(PointSource):
         from pyspark.sql import functions as F
         from pyspark.sql.types import LongType, StructField, StructType
 
-        d, exps = self.d, self.exponents
+        rows_of = self._reader()
         c, e = np.array(center, dtype=np.float64), np.array(edges, dtype=np.float64)
         names = [f"b{j}" for j in range(e.size + 1)]
 
@@ -271,9 +350,9 @@ class SparkPoints(PointSource):
             from privagg.mechanisms.mean import _distance_bins
 
             total = np.zeros(e.size + 1, dtype=np.int64)
-            for batch in batches:
+            for x in rows_of(batches):
                 with np.errstate(all="ignore"):
-                    total += _distance_bins(_rows(batch, d, exps), c, e)
+                    total += _distance_bins(x, c, e)
             yield pa.RecordBatch.from_arrays([pa.array([int(v)], type=pa.int64()) for v in total], names=names)
 
         schema = StructType([StructField(n, LongType(), False) for n in names])
@@ -287,7 +366,7 @@ class SparkPoints(PointSource):
 
     def pair_quantile_counts(self, keys: np.ndarray, grid: np.ndarray) -> np.ndarray:
         """The same keyed order and partition pipeline as :meth:`scale_counts`, with the local
-        :func:`~privagg.mechanisms.mean_small.sorted_pair_quantile_counts` per sorted partition."""
+        :func:`~privagg.mechanisms.mean_small.sorted_pair_quantile_counts` per hash bucket."""
         from ..mechanisms.mean_small import sorted_pair_quantile_counts
 
         g = np.array(grid, dtype=np.float64)
@@ -296,7 +375,8 @@ class SparkPoints(PointSource):
     def _ordered_pair_counts(self, keys: np.ndarray, sorted_counts: Callable[[np.ndarray], np.ndarray],
                              width: int) -> np.ndarray:
         """``sorted_counts`` (a sum over consecutive pairs: (d, width) int64) of the rows in the
-        keyed order of ``keys``: per sorted partition, plus the pairs across partition boundaries."""
+        keyed order of ``keys``: per hash bucket (a range of the hash: rows sent to their bucket's
+        partition, sorted there; no global sort), plus the pairs across bucket boundaries."""
         import pyarrow as pa
         from pyspark.sql.types import ArrayType, DoubleType, LongType, StructField, StructType
 
@@ -305,10 +385,11 @@ class SparkPoints(PointSource):
         d, ks = self.d, np.array(keys, dtype=np.uint64)
         order_names = ["h"] + [f"o{j}" for j in range(d)] + ["j"]
         bit_names = [f"b{j}" for j in range(d)]
+        shift, rows_of = np.uint64(64 - BUCKET_BITS), self._reader(scaled=False)
 
         def raw_bits(batches: Iterator[Any]) -> Iterator[Any]:
-            for batch in batches:  # the exact bits (as int64): Spark would equate -0.0, 0.0 and NaNs
-                bits = _rows(batch, d, None).view(np.int64)
+            for x in rows_of(batches):  # the exact bits (as int64): Spark would equate -0.0, 0.0 and NaNs
+                bits = x.view(np.int64)
                 yield pa.RecordBatch.from_arrays([pa.array(bits[:, j]) for j in range(d)], names=bit_names)
 
         def keyed(batches: Iterator[Any]) -> Iterator[Any]:
@@ -323,38 +404,46 @@ class SparkPoints(PointSource):
                 with np.errstate(all="ignore"):
                     h = row_hash(ub, ks, occ)
                 cols = [h] + [ub[:, j] for j in range(d)]  # unsigned order as signed: flip the sign bit
-                yield pa.RecordBatch.from_arrays([pa.array((v ^ _FLIP).view(np.int64)) for v in cols]
-                                                 + [pa.array(occ)], names=order_names)
+                yield pa.RecordBatch.from_arrays([pa.array((h >> shift).astype(np.int64))]
+                                                 + [pa.array((v ^ _FLIP).view(np.int64)) for v in cols]
+                                                 + [pa.array(occ)], names=["bucket"] + order_names)
 
         def pairs(batches: Iterator[Any]) -> Iterator[Any]:
-            from pyspark import TaskContext
-
             counts_of = sorted_counts
             total = np.zeros((d, width), dtype=np.int64)
-            first = last = None
-            for batch in batches:
+            buckets: list[int] = []
+            firsts: list[np.ndarray] = []
+            lasts: list[np.ndarray] = []
+            for batch in batches:  # sorted by the hash: each bucket's rows are one run, in order
                 if batch.num_rows == 0:
                     continue
+                bucket = batch.column(0).to_numpy()
                 bits = np.empty((batch.num_rows, d), dtype=np.int64)
                 for j in range(d):
-                    bits[:, j] = batch.column(j + 1).to_numpy()
+                    bits[:, j] = batch.column(j + 2).to_numpy()
                 x = np.ascontiguousarray((bits.view(np.uint64) ^ _FLIP).view(np.float64))
-                if first is None:
-                    first = x[0].copy()
-                xs = x if last is None else np.vstack([last[None, :], x])
-                total += counts_of(xs)
-                last = x[-1].copy()
-            if first is not None:
+                cuts = np.flatnonzero(bucket[1:] != bucket[:-1]) + 1
+                for lo, hi in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [x.shape[0]]])):  # buckets
+                    run = x[lo:hi]
+                    if buckets and buckets[-1] == int(bucket[lo]):  # the bucket goes on from the last batch
+                        total += counts_of(np.vstack([lasts[-1][None, :], run]))
+                        lasts[-1] = run[-1].copy()
+                    else:
+                        total += counts_of(run)
+                        buckets.append(int(bucket[lo]))
+                        firsts.append(run[0].copy())
+                        lasts.append(run[-1].copy())
+            if buckets:
                 yield pa.RecordBatch.from_arrays(
-                    [pa.array([TaskContext.get().partitionId()], type=pa.int64()),
-                     pa.array([total.ravel().tolist()], type=pa.list_(pa.int64())),
-                     pa.array([first.tolist()], type=pa.list_(pa.float64())),
-                     pa.array([last.tolist()], type=pa.list_(pa.float64()))],
-                    names=["p", "counts", "first", "last"])
+                    [pa.array([total.ravel().tolist()], type=pa.list_(pa.int64())),
+                     pa.array([buckets], type=pa.list_(pa.int64())),
+                     pa.array([np.concatenate(firsts).tolist()], type=pa.list_(pa.float64())),
+                     pa.array([np.concatenate(lasts).tolist()], type=pa.list_(pa.float64()))],
+                    names=["counts", "buckets", "first", "last"])
 
-        key_schema = StructType([StructField(n, LongType(), False) for n in order_names])
-        out_schema = StructType([StructField("p", LongType(), False),
-                                 StructField("counts", ArrayType(LongType(), False), False),
+        key_schema = StructType([StructField(n, LongType(), False) for n in ["bucket"] + order_names])
+        out_schema = StructType([StructField("counts", ArrayType(LongType(), False), False),
+                                 StructField("buckets", ArrayType(LongType(), False), False),
                                  StructField("first", ArrayType(DoubleType(), False), False),
                                  StructField("last", ArrayType(DoubleType(), False), False)])
         # the occurrence index j of each copy among identical rows (by the exact bits)
@@ -365,14 +454,22 @@ class SparkPoints(PointSource):
         copies = Window.partitionBy(*bit_names).orderBy(*bit_names)
         indexed = _map(self.frame, raw_bits, bits_schema).withColumn(
             "occ", (F.row_number().over(copies) - 1).cast("long"))
-        ordered = _map(indexed, keyed, key_schema).orderBy(*order_names)
+        # each row to the partition of its bucket (the top BUCKET_BITS bits of the hash: a range of
+        # the order), sorted there by the order's key: the order is the buckets' runs, in bucket order
+        ordered = _map(indexed, keyed, key_schema).repartition("bucket").sortWithinPartitions(*order_names)
         table = self._collect(_map(ordered, pairs, out_schema))
-        parts = sorted(table.to_pylist(), key=lambda row: row["p"])
         total = np.zeros((d, width), dtype=np.int64)
-        for i, row in enumerate(parts):
+        bucket_ids, first_rows, last_rows = [], [], []
+        for row in table.to_pylist():  # one row per non-empty partition
             total += np.asarray(row["counts"], dtype=np.int64).reshape(d, width)
-            if i:  # the pair across the boundary of two consecutive non-empty partitions
-                total += sorted_counts(np.array([parts[i - 1]["last"], row["first"]], dtype=np.float64))
+            bucket_ids.extend(row["buckets"])
+            first_rows.append(np.asarray(row["first"], dtype=np.float64).reshape(-1, d))
+            last_rows.append(np.asarray(row["last"], dtype=np.float64).reshape(-1, d))
+        if bucket_ids:
+            at = np.argsort(np.asarray(bucket_ids, dtype=np.int64), kind="stable")  # buckets are distinct
+            first, last = np.concatenate(first_rows)[at], np.concatenate(last_rows)[at]
+            for i in range(1, at.size):  # the pair across the boundary of two consecutive non-empty buckets
+                total += sorted_counts(np.array([last[i - 1], first[i]], dtype=np.float64))
         return total
 
     def below_counts(self, edges: list[np.ndarray]) -> list[np.ndarray]:
@@ -382,15 +479,14 @@ class SparkPoints(PointSource):
         import pyarrow as pa
         from pyspark.sql.types import ArrayType, LongType, StructField, StructType
 
-        d, exps = self.d, self.exponents
+        d, rows_of = self.d, self._reader()
         uniq = [np.unique(np.asarray(e, dtype=np.float64)) for e in edges]  # sorted, distinct
         sizes = [u.size + 1 for u in uniq]
         starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
 
         def partial(batches: Iterator[Any]) -> Iterator[Any]:
             total = np.zeros(int(starts[-1]), dtype=np.int64)
-            for batch in batches:
-                x = _rows(batch, d, exps)
+            for x in rows_of(batches):
                 for j in range(d):  # over columns
                     b = np.searchsorted(uniq[j], x[:, j], side="right")  # #{E_j <= x}
                     total[starts[j] : starts[j + 1]] += np.bincount(b, minlength=sizes[j])
@@ -420,6 +516,10 @@ class SparkPoints(PointSource):
         from pyspark.sql import functions as F
 
         exps = None if self.exponents is None else self.exponents[j : j + 1]
+        if self.packed:  # the same packed frame, one of its columns read
+            col = int(j) if self.select is None else self.select[int(j)]
+            return SparkPoints(self.frame, 1, self.n, self.randomness, self.where, exps, packed=self.packed,
+                               select=(col,))
         return SparkPoints(self.frame.select(F.col(f"c{int(j)}").alias("c0")), 1, self.n, self.randomness,
                            self.where, exps)
 
@@ -428,14 +528,14 @@ class SparkPoints(PointSource):
         from pyspark.sql import functions as F
         from pyspark.sql.types import LongType, StructField, StructType
 
-        d, exps = self.d, self.exponents
+        rows_of = self._reader()
         c, r = np.array(center, dtype=np.float64), np.array(radii, dtype=np.float64)
 
         def partial(batches: Iterator[Any]) -> Iterator[Any]:
             total = 0
-            for batch in batches:
+            for x in rows_of(batches):
                 with np.errstate(all="ignore"):
-                    total += int((np.abs(_rows(batch, d, exps) - c) > r).any(axis=1).sum())
+                    total += int((np.abs(x - c) > r).any(axis=1).sum())
             yield pa.RecordBatch.from_arrays([pa.array([total], type=pa.int64())], names=["o"])
 
         schema = StructType([StructField("o", LongType(), False)])
@@ -477,13 +577,22 @@ def points_of(where: str, data: Any, columns: Any, units: Any, max_rows_per_unit
         ok = v.isNotNull() & ~F.isnan(v) & (F.abs(v) < F.lit(float("inf")))
         finite = ok if finite is None else finite & ok
     frame = data.select(*[v.alias(f"c{j}") for j, v in enumerate(values)]).where(finite)
+    # means: the rows packed into blocks (one binary value per block of consecutive rows, _pack), so
+    # that each pass sends a task its rows as a few buffers rather than d Arrow columns built from
+    # Spark's rows; k-means reads the columns (spark_kmeans, spark_aggregate_kmeans)
+    packed = len(cols) if where == "private_mean" else 0
+    if packed:
+        from pyspark.sql.types import BinaryType, LongType, StructField, StructType
+
+        frame = _map(frame, _pack(packed), StructType([StructField("x", BinaryType(), False),
+                                                       StructField("m", LongType(), False)]))
     frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         with _Quiet():
             try:
-                n = int(frame.count())
+                n = int(frame.agg(F.sum("m")).collect()[0][0] or 0) if packed else int(frame.count())
             except _spark_errors() as exc:
                 raise _spark_failure(where, exc) from None
-        yield SparkPoints(frame, len(cols), n, randomness, where), gen, secure
+        yield SparkPoints(frame, len(cols), n, randomness, where, packed=packed), gen, secure
     finally:
         frame.unpersist()
