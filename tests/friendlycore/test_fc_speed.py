@@ -381,3 +381,19 @@ def test_pool_tasks_run_with_one_blas_thread():
 
     assert _map(task, [(0,), (1,), (2,)], 2) == [1, 1, 1]
     assert max(i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas") >= 2
+
+
+def test_bins_into_exact_and_zero_for_non_positive():
+    """The carry-and-table bin formula used by the pair bins (:func:`R._bins_into`) equals the
+    rational bin at, below and above every edge and for random magnitudes, and gives bin 0 (the
+    bin of the least positive float) to 0, −0 and negative values (the lower ends ``fl(e − μ)``
+    of the screen are not clamped any more)."""
+    print(f"seed={SEED}")
+    rng = np.random.default_rng(SEED)
+    v = np.concatenate([edge_values(), np.exp2(rng.uniform(-1074, 1023, 3000)),
+                        [5e-324, 1e-310, 2.0**-20, 1e300, np.finfo(float).max, np.inf]])
+    want = np.array([exact_bin(float(a)) for a in v])
+    got = R._bins_into(v.copy(), np.empty(v.size, np.int64), np.empty(v.size, np.int64))
+    assert np.array_equal(got, want), f"seed={SEED}"
+    neg = np.array([0.0, -0.0, -5e-324, -1.0, -3.5e300, -np.finfo(float).max])
+    assert R._bins_into(neg.copy(), np.empty(6, np.int64), np.empty(6, np.int64)).tolist() == [0] * 6

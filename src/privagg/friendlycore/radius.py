@@ -21,6 +21,7 @@ Adding a point moves ``Q`` by at most ``L = 2(1 − α)/(1 − 2α) + α`` and `
 from __future__ import annotations
 
 import math
+import threading
 from fractions import Fraction
 from typing import Any
 
@@ -42,6 +43,7 @@ GRID_EXPONENTS = np.arange(-40, 161)
 #: Q <= (1 − c)(1 − 2c)m = 0.855m at c = 5%; 1/10 is then met only by radii that befriend them.)
 GAMMA = Fraction(1, 4)
 _BLOCK = 512
+_TILE = 64  # rows per tile of a block pair's element-wise work (in cache)
 #: Rows of the radius step (:func:`radius_sample_size`): ``max(M_RADIUS_MIN, ceil(C_RADIUS·Δ/ε))``.
 #: Below the data's scale every query is ``g = −(1 − γ)m`` (each point is only its own friend,
 #: p = 0), and AboveThreshold stops there only if ``ν − T̃ >= (1 − γ)m`` (``ν ~ DLap(4Δ/ε)``,
@@ -94,17 +96,35 @@ _TINY = 5e-324  # the least positive float: below every grid radius (bin 0)
 
 def _bins_inplace(v: np.ndarray) -> np.ndarray:
     """The grid bin ``clip(grid_levels(v) − j_0, 0, len(grid))`` of floats ``v >= 2⁻¹⁰⁷⁴`` (or
-    ``+inf``), computed in place on ``v``'s bits (``v`` is overwritten; returned as its int64
-    view). The same bit formula as :func:`grid_levels` (``v > 0``, so no ``abs``)."""
+    ``+inf``; ``v <= 0`` gets bin 0), from ``v``'s bits (``v`` is overwritten; int64 out): the same
+    levels as :func:`grid_levels`, by :func:`_bins_into`."""
+    return _bins_into(v, np.empty(v.shape, dtype=np.int64), np.empty(v.shape, dtype=np.int64))
+
+
+#: ``2^52 − floor((√2 − 1)·2^52) − 1``: for ``t = bits(v) − 1`` (``v > 0``), ``(t + 1 + _CARRY) >> 52``
+#: is ``t >> 52`` plus 1 exactly when the mantissa field ``F = t & (2^52 − 1)`` is ``>= _SQRT2_F``
+#: (the carry out of the 52 low bits), so ``(t >> 52) + ((bits + _CARRY) >> 52) = level + 2045``.
+_CARRY = (1 << 52) - _SQRT2_F - 1
+#: ``_BIN_OF_RAW[level + 2045]`` (index taken mod its size): ``clip(level − j_0, 0, len(grid))`` for
+#: ``level + 2045`` in ``[0, 4094]``; 0 for the negative raw values of ``v <= 0`` (sign bit set).
+_BIN_OF_RAW = np.zeros(8192, dtype=np.int64)
+_BIN_OF_RAW[:4095] = np.clip(np.arange(4095) - 2045 - int(GRID_EXPONENTS[0]), 0, GRID_EXPONENTS.size)
+
+
+def _bins_into(v: np.ndarray, out: np.ndarray, tmp: np.ndarray) -> np.ndarray:
+    """:func:`_bins_inplace` of the floats ``v`` (finite, any sign; ``v <= 0`` gets bin 0, the bin
+    of ``2⁻¹⁰⁷⁴``), written to ``out`` (int64, ``v``'s shape); ``v``'s bits are overwritten and
+    ``tmp`` (int64, same shape) is scratch. Fewer passes than the mask formula: the half-octave
+    test is the carry of ``F + 2^52 − _SQRT2_F`` into the exponent field, and the offset and clip
+    are one table lookup (:data:`_BIN_OF_RAW`). A negative ``v`` has a negative int64 view, so
+    both shifts are negative and the raw sum lies in ``[−4096, −2]``: bin 0 (after the wrap)."""
     t = v.view(np.int64)
+    np.add(t, _CARRY, out=tmp)
+    tmp >>= 52
     t -= 1
-    frac_ok = (t & _MANTISSA) >= _SQRT2_F
     t >>= 52
-    t *= 2
-    t += frac_ok
-    t -= 2045 + int(GRID_EXPONENTS[0])
-    np.clip(t, 0, GRID_EXPONENTS.size, out=t)
-    return t
+    t += tmp
+    return np.take(_BIN_OF_RAW, t, mode="wrap", out=out)
 
 
 def _pair_bins(x: np.ndarray, threads: int = 2) -> np.ndarray:
@@ -139,6 +159,8 @@ def _pair_bins(x: np.ndarray, threads: int = 2) -> np.ndarray:
     def bins_of(sq: np.ndarray) -> np.ndarray:
         return np.clip(grid_levels(sq) + offset, 0, k)
 
+    local = threading.local()
+
     def work(bi: int, bj: int) -> tuple:
         i0, i1, j0, j1 = bounds[bi], bounds[bi + 1], bounds[bj], bounds[bj + 1]
         ni, nj, same = i1 - i0, j1 - j0, bi == bj
@@ -147,30 +169,49 @@ def _pair_bins(x: np.ndarray, threads: int = 2) -> np.ndarray:
         yj = yi if same else xs[j0:j1] - anchor
         si = np.einsum("ij,ij->i", yi, yi)
         sj = si if same else np.einsum("ij,ij->i", yj, yj)
-        if not max(si.max(), sj.max()) <= 2.0**900:  # outside the proof's range: directly
-            b = bins_of(squared_distance(xs[i0:i1, None, :], xs[None, j0:j1, :]))
-        else:
-            e = yi @ yj.T
-            e *= -2.0
-            s = np.add.outer(si, sj)
-            e += s  # fl(s_i + s_j) − 2G, the kernel's expansion
-            s *= c  # the margin μ
-            lo = e - s
-            s += e  # fl(e + μ)
-            np.maximum(lo, _TINY, out=lo)
-            b = _bins_inplace(lo)  # bin of max(fl(e − μ), 0)
-            band = s > _UPPER[b]
-            if band.any():
-                pi, pj = np.nonzero(band)
-                b[pi, pj] = bins_of(squared_distance(xs[pi + i0], xs[pj + j0]))
-        if same:
-            b.flat[:: ni + 1] = width  # self pairs are not counted here
-        else:
-            cells = b + np.arange(nj) * (width + 1)
-            cols = np.bincount(cells.ravel(), minlength=nj * (width + 1)).reshape(nj, width + 1)
-        b += (np.arange(ni) * (width + 1))[:, None]
-        rows = np.bincount(b.ravel(), minlength=ni * (width + 1)).reshape(ni, width + 1)
-        return i0, i1, j0, j1, rows, None if same else cols
+        direct = not max(si.max(), sj.max()) <= 2.0**900  # outside the proof's range: directly
+        if not hasattr(local, "e"):  # per-thread flat tile buffers (views are C-contiguous)
+            local.e, local.s, local.lo = (np.empty(_TILE * _BLOCK) for _ in range(3))
+            local.a, local.b = (np.empty(_TILE * _BLOCK, dtype=np.int64) for _ in range(2))
+            local.band = np.empty(_TILE * _BLOCK, dtype=bool)
+
+        def buf(name: str, nt: int) -> np.ndarray:
+            return getattr(local, name)[: nt * nj].reshape(nt, nj)
+        rows = np.empty((ni, width + 1), dtype=np.int64)
+        cells = None if same else np.empty((ni, nj), dtype=np.int64)  # b + (width + 1)·column
+        col_off = np.arange(nj) * (width + 1)
+        row_off = (np.arange(_TILE) * (width + 1))[:, None]
+        # Tiles of _TILE rows against the block's columns: every element-wise pass stays in the
+        # cache. The bins are exact integers whatever the tiling (each pair gets the direct
+        # formula's bin), so the counts are those of the whole block pair.
+        for t0 in range(0, ni, _TILE):
+            t1 = min(t0 + _TILE, ni)
+            nt = t1 - t0
+            bt = buf("b", nt)
+            if direct:
+                bt[:] = bins_of(squared_distance(xs[i0 + t0 : i0 + t1, None, :], xs[None, j0:j1, :]))
+            else:
+                e, s, lo = buf("e", nt), buf("s", nt), buf("lo", nt)
+                np.matmul(yi[t0:t1], yj.T, out=e)
+                e *= -2.0
+                np.add(si[t0:t1, None], sj[None, :], out=s)
+                e += s  # fl(s_i + s_j) − 2G, the kernel's expansion
+                s *= c  # the margin μ
+                np.subtract(e, s, out=lo)  # fl(e − μ)
+                s += e  # fl(e + μ)
+                _bins_into(lo, bt, buf("a", nt))  # bin of fl(e − μ) (0 when <= 0)
+                band = np.greater(s, np.take(_UPPER, bt, out=lo), out=buf("band", nt))
+                if band.any():
+                    pi, pj = np.nonzero(band)
+                    bt[pi, pj] = bins_of(squared_distance(xs[pi + i0 + t0], xs[pj + j0]))
+            if same:
+                bt.ravel()[t0 :: nj + 1][:nt] = width  # self pairs are not counted here
+            else:
+                np.add(bt, col_off, out=cells[t0:t1])
+            cell = np.add(bt, row_off[:nt], out=buf("a", nt))
+            rows[t0:t1] = np.bincount(cell.ravel(), minlength=nt * (width + 1)).reshape(nt, width + 1)
+        cols = None if same else np.bincount(cells.ravel(), minlength=nj * (width + 1)).reshape(nj, width + 1)
+        return i0, i1, j0, j1, rows, cols
 
     nb = bounds.size - 1
     tasks = [(bi, bj) for bi in range(nb) for bj in range(bi, int(last[bi]) + 1)]
