@@ -177,10 +177,9 @@ def _pair_bins(x: np.ndarray, threads: int = 2) -> np.ndarray:
 
         def buf(name: str, nt: int) -> np.ndarray:
             return getattr(local, name)[: nt * nj].reshape(nt, nj)
-        rows = np.empty((ni, width + 1), dtype=np.int64)
-        cells = None if same else np.empty((ni, nj), dtype=np.int64)  # b + (width + 1)·column
-        col_off = np.arange(nj) * (width + 1)
-        row_off = (np.arange(_TILE) * (width + 1))[:, None]
+        rows = np.zeros((ni, width + 1), dtype=np.int64)
+        cols = None if same else np.zeros((nj, width + 1), dtype=np.int64)
+        col_off = np.arange(nj)
         # Tiles of _TILE rows against the block's columns: every element-wise pass stays in the
         # cache. The bins are exact integers whatever the tiling (each pair gets the direct
         # formula's bin), so the counts are those of the whole block pair.
@@ -204,13 +203,19 @@ def _pair_bins(x: np.ndarray, threads: int = 2) -> np.ndarray:
                 if band.any():
                     pi, pj = np.nonzero(band)
                     bt[pi, pj] = bins_of(squared_distance(xs[pi + i0 + t0], xs[pj + j0]))
-            if same:
-                bt.ravel()[t0 :: nj + 1][:nt] = width  # self pairs are not counted here
+            # Histograms over the tile's own range of bins [lo_b, hi_b] only (a few dozen of the
+            # 202 for data at one scale): smaller cell arrays for np.bincount.
+            lo_b, hi_b = int(bt.min()), int(bt.max())
+            span = hi_b - lo_b + 1
+            if same:  # self pairs are not counted: moved to bin hi_b, then taken off it
+                bt.ravel()[t0 :: nj + 1][:nt] = hi_b
             else:
-                np.add(bt, col_off, out=cells[t0:t1])
-            cell = np.add(bt, row_off[:nt], out=buf("a", nt))
-            rows[t0:t1] = np.bincount(cell.ravel(), minlength=nt * (width + 1)).reshape(nt, width + 1)
-        cols = None if same else np.bincount(cells.ravel(), minlength=nj * (width + 1)).reshape(nj, width + 1)
+                cell = np.add(bt, col_off * span - lo_b, out=buf("a", nt))
+                cols[:, lo_b : hi_b + 1] += np.bincount(cell.ravel(), minlength=nj * span).reshape(nj, span)
+            cell = np.add(bt, (np.arange(nt) * span - lo_b)[:, None], out=buf("a", nt))
+            rows[t0:t1, lo_b : hi_b + 1] = np.bincount(cell.ravel(), minlength=nt * span).reshape(nt, span)
+            if same:
+                rows[t0:t1, hi_b] -= 1
         return i0, i1, j0, j1, rows, cols
 
     nb = bounds.size - 1
