@@ -246,10 +246,14 @@ def radius_queries(x: np.ndarray, *, alpha: Any = 0.0) -> list[int]:
     frac = alpha_fraction(alpha, "select_radius")
     a, b = frac.numerator, frac.denominator
     with np.errstate(all="ignore"):
-        friends = 1 + np.cumsum(_pair_bins(x), axis=1)[:, :k]  # c_i(r_j), self included
+        num = np.cumsum(_pair_bins(x), axis=1, out=None)  # c_i(r_j) − 1 (self not counted)
     den = (b - 2 * a) * m
-    num = np.clip((2 * friends - m) * b, 0, den)  # p_i = num/den (BasicFilter)
-    sums = num.sum(axis=0)
+    # p_i = num/den (BasicFilter): num = clip((2c_i − m)·b, 0, den), c_i = 1 + cumsum, in place
+    num *= 2 * b
+    num += (2 - m) * b
+    np.maximum(num, 0, out=num)
+    np.minimum(num, den, out=num)
+    sums = num.sum(axis=0)[:k]
     target = (1 - GAMMA) * m
     return [math.floor(Fraction(int(s), den) - target) for s in sums]
 
