@@ -133,7 +133,8 @@ def adversarial(offset: float, d: int, far: bool) -> np.ndarray:
 
 
 @pytest.mark.parametrize("offset,d,far", [(0.0, 1, False), (0.0, 10, False), (1e7, 3, False),
-                                           (-3e9, 10, False), (1e4, 4, True)])
+                                           (-3e9, 10, False), (1e4, 4, True), (0.0, 2, False),
+                                           (1e7, 2, True)])
 def test_pair_bins_equal_slow_reference(offset, d, far):
     print(f"seed={SEED}")
     x = adversarial(offset, d, far)
@@ -148,6 +149,15 @@ def test_pair_bins_negative_control_without_margin(monkeypatch):
     """Without the screening margin (c = 0) the same harness finds a difference: it can fail."""
     x = adversarial(-3e9, 10, False)
     monkeypatch.setattr(R, "_U", 0.0)
+    assert not np.array_equal(R._pair_bins(x, threads=1), slow_bins(x))
+
+
+def test_pair_bins_negative_control_direct_path_one_ulp(monkeypatch):
+    """The low-d direct path (d <= R._DIRECT_D) against the same harness: with the half-octave
+    test of the bin formula moved by one ulp (``_CARRY + 1``) it finds a difference."""
+    x = adversarial(0.0, 2, False)
+    assert np.array_equal(R._pair_bins(x, threads=1), slow_bins(x))
+    monkeypatch.setattr(R, "_CARRY", R._CARRY + 1)
     assert not np.array_equal(R._pair_bins(x, threads=1), slow_bins(x))
 
 

@@ -406,12 +406,21 @@ def mean_privacy_loss(epsilon: Any, delta: Any, *, calibration: str = "gaussian"
     eps, dlt = check_epsilon_floor(where, epsilon), check_delta_floor(where, delta)
     check_choice(where, "calibration", calibration, CALIBRATIONS)
     alpha_fraction(alpha, where)
-    return _mean_privacy_loss(eps, dlt, calibration, Fraction(alpha), bool(select_radius), where)
+    return _mean_privacy_loss(eps, dlt, calibration, Fraction(alpha), bool(select_radius), where,
+                              _constants_key())
+
+
+def _constants_key() -> tuple:
+    """The public module constants the cached losses read (in their cache keys: a test or
+    benchmark that sets one gets a fresh value)."""
+    return (_SHARE_COUNT, _SHARE_SELECT, _SHARE_LOCATE, _SHARE_LOCATE_DELTA, _SHARE_FRIENDLY_COUNT,
+            _SHARE_QUANTILE, _SMALL_SHARE_SELECT, _SMALL_SHARE_LOCATE, _SMALL_SHARE_FRIENDLY_COUNT,
+            SHARE_SCALE, FRIENDLY_EPS_MAX, EPS_MIN, mean_small.constants_key())
 
 
 @functools.lru_cache(maxsize=64)
 def _mean_privacy_loss(epsilon: Fraction, delta: Fraction, calibration: str, alpha: Fraction,
-                       select_radius: bool, where: str) -> PrivacyLoss:
+                       select_radius: bool, where: str, _key: tuple) -> PrivacyLoss:
     """:func:`mean_privacy_loss` of validated, exact parameters (public only: cached; ``_frac``
     and ``Fraction`` are the identity on them, so the value is that of the raw parameters)."""
     plans = _friendly_losses(epsilon, delta, calibration, alpha, select_radius, where)
@@ -434,7 +443,7 @@ def _friendly_losses(epsilon: Any, delta: Any, calibration: str, alpha: Any, sel
 
 @functools.lru_cache(maxsize=64)
 def _friendly_loss(epsilon: Fraction, delta: Fraction, calibration: str, alpha: Fraction,
-                   select_radius: bool, where: str) -> PrivacyLoss:
+                   select_radius: bool, where: str, _key: tuple) -> PrivacyLoss:
     """The largest (ε, δ) of the four FriendlyCore plans at validated, exact parameters (cached)."""
     losses = _friendly_losses(epsilon, delta, calibration, alpha, select_radius, where)
     return PrivacyLoss.approx(max(p.epsilon for p in losses), max(p.delta for p in losses))
@@ -905,7 +914,8 @@ def _private_mean(source: PointSource, epsilon: Any, delta: Any, radius: Any, al
         loss = mean_privacy_loss(epsilon, delta, calibration=calibration, alpha=alpha,
                                  select_radius=r is None, where=where)
     else:  # the FriendlyCore plans alone (the coordinate plan's switch, §11)
-        loss = _friendly_loss(_frac(epsilon), _frac(delta), calibration, Fraction(alpha), r is None, where)
+        loss = _friendly_loss(_frac(epsilon), _frac(delta), calibration, Fraction(alpha), r is None, where,
+                              _constants_key())
     d = source.d
     n = source.count()  # before the charge: an engine that cannot evaluate its data charges nothing
     eps_out, delta_out = float(loss.epsilon), float(loss.delta)
