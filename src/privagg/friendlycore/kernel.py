@@ -310,9 +310,9 @@ def _gemm_counts(points: np.ndarray, pred: Ball, block: int, threads: int) -> np
                 upper = strict_upper[t0:t1, :nj]
                 sure &= upper
                 maybe &= upper
-            u8 = sure.view(np.uint8)
-            rows[t0:t1] = u8.sum(axis=1, dtype=np.int64)
-            cols += u8.sum(axis=0, dtype=np.int64)
+            u8 = sure.view(np.uint8)  # sums in uint16 (fast): at most 4096 per row, 32 per column
+            rows[t0:t1] = np.add.reduce(u8, axis=1, dtype=np.uint16)
+            cols += np.add.reduce(u8, axis=0, dtype=np.uint16)
             if np.count_nonzero(maybe) > rows[t0:t1].sum():
                 bi_, bj_ = np.nonzero(maybe & ~sure)
                 band_i.append(bi_ + (i0 + t0))
