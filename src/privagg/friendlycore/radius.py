@@ -21,6 +21,7 @@ Adding a point moves ``Q`` by at most ``L = 2(1 − α)/(1 − 2α) + α`` and `
 from __future__ import annotations
 
 import math
+import os
 import threading
 from fractions import Fraction
 from typing import Any
@@ -129,7 +130,7 @@ def _bins_into(v: np.ndarray, out: np.ndarray, tmp: np.ndarray) -> np.ndarray:
     return np.take(_BIN_OF_RAW, t, mode="wrap", out=out)
 
 
-def _pair_bins(x: np.ndarray, threads: int = 2) -> np.ndarray:
+def _pair_bins(x: np.ndarray, threads: int | None = None) -> np.ndarray:
     """``counts[i, b]``: how many other points fall in distance bin ``b`` of point ``i``.
 
     Bin ``b`` of a pair is the least grid index with ``sqdist(x, y) <= r_b²`` (``sqdist`` the direct
@@ -145,7 +146,10 @@ def _pair_bins(x: np.ndarray, threads: int = 2) -> np.ndarray:
     exceeds the bin's upper edge (``fl(e + μ) > T[b]``, :func:`_upper_edges`), and then it is
     recomputed with the direct formula itself; a block pair outside the proof's range (shifted
     ``s > 2⁹⁰⁰``) is binned directly. So every pair gets exactly the bin of the direct formula,
-    whatever the blocking, the BLAS or the thread count. The direct formula is symmetric
+    whatever the blocking, the BLAS or the thread count (``None``: one per CPU). For ``d <=``
+    :data:`_DIRECT_D` the block pairs use the direct formula itself instead (column by column, the
+    same operations: no screen, no recheck). Block pairs are worked in tiles of :data:`_TILE` rows
+    (the passes stay in the cache) and histogrammed over each tile's own range of bins. The direct formula is symmetric
     (``fl(a − b)² = fl(b − a)²``), so a diagonal block's bin matrix is symmetric and its row sums
     credit both ends of each pair.
     """
@@ -237,6 +241,7 @@ def _pair_bins(x: np.ndarray, threads: int = 2) -> np.ndarray:
     nb = bounds.size - 1
     tasks = [(bi, bj) for bi in range(nb) for bj in range(bi, int(last[bi]) + 1)]
     counts = np.zeros((m, width + 1), dtype=np.int64)
+    threads = (os.cpu_count() or 1) if threads is None else threads  # the counts do not depend on it
     for i0, i1, j0, j1, rows, cols in _map(work, tasks, threads):
         counts[i0:i1] += rows
         if cols is not None:
