@@ -46,7 +46,8 @@ GAMMA = Fraction(1, 4)
 _BLOCK = 512
 #: Up to this d the pair bins use the direct formula itself (fewer passes than screen + band).
 _DIRECT_D = 2
-_TILE = 64  # rows per tile of a block pair's element-wise work (in cache)
+_TILE = 512  # rows per tile of the direct path (one tile per block: big numpy calls, so the
+# two threads run in parallel; 64-row tiles used less CPU but lost the parallelism to the GIL)
 #: Rows of the radius step (:func:`radius_sample_size`): ``max(M_RADIUS_MIN, ceil(C_RADIUS·Δ/ε))``.
 #: Below the data's scale every query is ``g = −(1 − γ)m`` (each point is only its own friend,
 #: p = 0), and AboveThreshold stops there only if ``ν − T̃ >= (1 − γ)m`` (``ν ~ DLap(4Δ/ε)``,
@@ -99,9 +100,17 @@ _TINY = 5e-324  # the least positive float: below every grid radius (bin 0)
 
 def _bins_inplace(v: np.ndarray) -> np.ndarray:
     """The grid bin ``clip(grid_levels(v) − j_0, 0, len(grid))`` of floats ``v >= 2⁻¹⁰⁷⁴`` (or
-    ``+inf``; ``v <= 0`` gets bin 0), from ``v``'s bits (``v`` is overwritten; int64 out): the same
-    levels as :func:`grid_levels`, by :func:`_bins_into`."""
-    return _bins_into(v, np.empty(v.shape, dtype=np.int64), np.empty(v.shape, dtype=np.int64))
+    ``+inf``), computed in place on ``v``'s bits (``v`` is overwritten; returned as its int64
+    view). The same bit formula as :func:`grid_levels` (``v > 0``, so no ``abs``)."""
+    t = v.view(np.int64)
+    t -= 1
+    frac_ok = (t & _MANTISSA) >= _SQRT2_F
+    t >>= 52
+    t *= 2
+    t += frac_ok
+    t -= 2045 + int(GRID_EXPONENTS[0])
+    np.clip(t, 0, GRID_EXPONENTS.size, out=t)
+    return t
 
 
 #: ``2^52 − floor((√2 − 1)·2^52) − 1``: for ``t = bits(v) − 1`` (``v > 0``), ``(t + 1 + _CARRY) >> 52``
@@ -238,11 +247,44 @@ def _pair_bins(x: np.ndarray, threads: int | None = None) -> np.ndarray:
                 rows[t0:t1, hi_b] -= 1
         return i0, i1, j0, j1, rows, cols
 
+    def work_screen(bi: int, bj: int) -> tuple:  # d > _DIRECT_D: whole block pairs (2dd438f's)
+        i0, i1, j0, j1 = bounds[bi], bounds[bi + 1], bounds[bj], bounds[bj + 1]
+        ni, nj, same = i1 - i0, j1 - j0, bi == bj
+        anchor = xs[i0]
+        yi = xs[i0:i1] - anchor
+        yj = yi if same else xs[j0:j1] - anchor
+        si = np.einsum("ij,ij->i", yi, yi)
+        sj = si if same else np.einsum("ij,ij->i", yj, yj)
+        if not max(si.max(), sj.max()) <= 2.0**900:  # outside the proof's range: directly
+            b = bins_of(squared_distance(xs[i0:i1, None, :], xs[None, j0:j1, :]))
+        else:
+            e = yi @ yj.T
+            e *= -2.0
+            s = np.add.outer(si, sj)
+            e += s  # fl(s_i + s_j) − 2G, the kernel's expansion
+            s *= c  # the margin μ
+            lo = e - s
+            s += e  # fl(e + μ)
+            np.maximum(lo, _TINY, out=lo)
+            b = _bins_inplace(lo)  # bin of max(fl(e − μ), 0)
+            band = s > _UPPER[b]
+            if band.any():
+                pi, pj = np.nonzero(band)
+                b[pi, pj] = bins_of(squared_distance(xs[pi + i0], xs[pj + j0]))
+        if same:
+            b.flat[:: ni + 1] = width  # self pairs are not counted here
+        else:
+            cells = b + np.arange(nj) * (width + 1)
+            cols = np.bincount(cells.ravel(), minlength=nj * (width + 1)).reshape(nj, width + 1)
+        b += (np.arange(ni) * (width + 1))[:, None]
+        rows = np.bincount(b.ravel(), minlength=ni * (width + 1)).reshape(ni, width + 1)
+        return i0, i1, j0, j1, rows, None if same else cols
+
     nb = bounds.size - 1
     tasks = [(bi, bj) for bi in range(nb) for bj in range(bi, int(last[bi]) + 1)]
     counts = np.zeros((m, width + 1), dtype=np.int64)
     threads = (os.cpu_count() or 1) if threads is None else threads  # the counts do not depend on it
-    for i0, i1, j0, j1, rows, cols in _map(work, tasks, threads):
+    for i0, i1, j0, j1, rows, cols in _map(work if d <= _DIRECT_D else work_screen, tasks, threads):
         counts[i0:i1] += rows
         if cols is not None:
             counts[j0:j1] += cols
