@@ -156,7 +156,9 @@ def test_pair_bins_negative_control_direct_path_one_ulp(monkeypatch):
     """The low-d direct path (d <= R._DIRECT_D) against the same harness: with the half-octave
     test of the bin formula moved by one ulp (``_CARRY + 1``) it finds a difference."""
     x = adversarial(0.0, 2, False)
-    assert np.array_equal(R._pair_bins(x, threads=1), slow_bins(x))
+    monkeypatch.setattr(R, "_DIRECT_D", 2)  # the path, off in production, on here
+    for offset in (0.0, 1e7):
+        assert np.array_equal(R._pair_bins(x + offset, threads=2), slow_bins(x + offset))
     monkeypatch.setattr(R, "_CARRY", R._CARRY + 1)
     assert not np.array_equal(R._pair_bins(x, threads=1), slow_bins(x))
 

@@ -44,8 +44,10 @@ GRID_EXPONENTS = np.arange(-40, 161)
 #: Q <= (1 − c)(1 − 2c)m = 0.855m at c = 5%; 1/10 is then met only by radii that befriend them.)
 GAMMA = Fraction(1, 4)
 _BLOCK = 512
-#: Up to this d the pair bins use the direct formula itself (fewer passes than screen + band).
-_DIRECT_D = 2
+#: Up to this d the pair bins would use the direct formula itself (fewer passes than screen + band,
+#: less CPU) — 0, off: measured side by side on 2 idle CPUs it lost wall time to 2dd438f's whole-block
+#: screen (0.16–0.19 s against 0.14–0.17 s for the n = 10⁴, d = 2 radius stage). Kept, tested.
+_DIRECT_D = 0
 _TILE = 512  # rows per tile of the direct path (one tile per block: big numpy calls, so the
 # two threads run in parallel; 64-row tiles used less CPU but lost the parallelism to the GIL)
 #: Rows of the radius step (:func:`radius_sample_size`): ``max(M_RADIUS_MIN, ceil(C_RADIUS·Δ/ε))``.
