@@ -159,7 +159,7 @@ def _pair_bins(x: np.ndarray, threads: int | None = None) -> np.ndarray:
     ``s > 2⁹⁰⁰``) is binned directly. So every pair gets exactly the bin of the direct formula,
     whatever the blocking, the BLAS or the thread count (``None``: one per CPU). For ``d <=``
     :data:`_DIRECT_D` the block pairs use the direct formula itself instead (column by column, the
-    same operations: no screen, no recheck). Block pairs are worked in tiles of :data:`_TILE` rows
+    same operations: no screen, no recheck; off by default), in tiles of :data:`_TILE` rows
     (the passes stay in the cache) and histogrammed over each tile's own range of bins. The direct formula is symmetric
     (``fl(a − b)² = fl(b − a)²``), so a diagonal block's bin matrix is symmetric and its row sums
     credit both ends of each pair.
