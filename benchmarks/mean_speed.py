@@ -15,6 +15,10 @@ the best time of each is printed), so the implementations see the same machine l
   ``benchmarks/utility.py``).
 
 The ratio ``privagg / CoinPress`` is the speed target of issue 11 (item 6).
+
+``--profile``: instead, per case and implementation, a finer table of exclusive wall-clock and CPU
+seconds per stage (exact noise samplers, the exponential mechanism, sorts, friend counts, radius
+pair bins, hashing, plan and validation, …; :data:`PROFILE_STAGES`), best CPU of ``--reps``.
 """
 
 from __future__ import annotations
@@ -40,6 +44,84 @@ STAGES = {  # (module, function) -> stage name
     ("privagg.mechanisms.mean", "_locate"): "locate",
     ("privagg.mechanisms.mean", "_quantile_radius"): "clip",
 }
+
+
+#: --profile: (module, function or Class.method, stage); each timed exclusive of the others.
+PROFILE_STAGES = [
+    *[("privagg.mechanisms.mean", f, "plan/validation") for f in (
+        "mean_plan", "mean_privacy_loss", "coordinate_plan_possible", "_friendly_losses", "_check_points",
+        "estimate_schedule", "dlap_tail_shift")],
+    *[("privagg.mechanisms.mean_small", f, "plan/validation") for f in ("switch_budget", "coordinate_budget")],
+    *[(m, "discrete_laplace", "noise samplers") for m in (
+        "privagg.mechanisms.mean", "privagg.friendlycore.radius", "privagg.friendlycore.filter",
+        "privagg.mechanisms.mean_small")],
+    ("privagg.mechanisms.mean", "grid_gaussian_integers", "noise samplers"),
+    ("privagg.mechanisms.mean", "grid_laplace_integers", "noise samplers"),
+    ("privagg.mechanisms.mean_small", "exponential_mechanism", "exp. mechanism"),
+    ("privagg.mechanisms.mean", "ArrayPoints.below_counts", "sorts + searchsorted"),
+    ("privagg.mechanisms.mean", "row_hash", "hashing / row order"),
+    ("privagg.mechanisms.mean", "_keyed_row_order", "hashing / row order"),
+    ("privagg.mechanisms.mean", "sorted_scale_counts", "scale counts"),
+    ("privagg.friendlycore.radius", "_pair_bins", "radius pair bins"),
+    ("privagg.friendlycore.radius", "radius_queries", "radius queries"),
+    ("privagg.friendlycore.filter", "friend_counts", "friend counts (locate)"),
+    ("privagg.mechanisms.mean", "_anchored_mean", "locate average (Fraction)"),
+    ("privagg.mechanisms.mean", "_exact_grid", "locate average (Fraction)"),
+    ("privagg.mechanisms.mean", "_clipped_integer_sum", "clipped sums"),
+    ("privagg.mechanisms.mean", "_distance_bins", "distance histogram"),
+    ("privagg.mechanisms.mean", "ArrayPoints.poisson_sample", "subsample / scaling"),
+    ("privagg.mechanisms.mean", "ArrayPoints.scaled", "subsample / scaling"),
+    ("privagg.friendlycore.radius", "radius_subsample", "subsample / scaling"),
+]
+
+
+def profile_child(n: int, d: int, reps: int) -> dict:
+    """Exclusive wall and CPU seconds per PROFILE_STAGES stage of one seeded call (best CPU)."""
+    import importlib
+
+    from privagg import private_mean
+
+    wall: dict[str, float] = {}
+    cpu: dict[str, float] = {}
+    stack: list[list[float]] = []
+
+    def wrap(fn, stage):
+        def timed(*a, **k):
+            t, c = time.perf_counter(), time.process_time()
+            stack.append([0.0, 0.0])
+            try:
+                return fn(*a, **k)
+            finally:
+                dw, dc = time.perf_counter() - t, time.process_time() - c
+                iw, ic = stack.pop()
+                wall[stage] = wall.get(stage, 0.0) + dw - iw
+                cpu[stage] = cpu.get(stage, 0.0) + dc - ic
+                if stack:
+                    stack[-1][0] += dw
+                    stack[-1][1] += dc
+        return timed
+
+    for mod, name, stage in PROFILE_STAGES:
+        owner = importlib.import_module(mod)
+        if "." in name:
+            owner_name, name = name.split(".")
+            owner = getattr(owner, owner_name)
+        if hasattr(owner, name):
+            setattr(owner, name, wrap(getattr(owner, name), stage))
+    x = data(n, d)
+    private_mean(x[:2000], epsilon=EPS, delta=DELTA, rng=0)
+    best = None
+    for _ in range(reps):
+        wall.clear()
+        cpu.clear()
+        t, c = time.perf_counter(), time.process_time()
+        private_mean(x, epsilon=EPS, delta=DELTA, rng=1)
+        tw, tc = time.perf_counter() - t, time.process_time() - c
+        if best is None or tc < best["cpu"]:
+            best = {"wall": tw, "cpu": tc, "stages": {k: [wall[k], cpu[k]] for k in wall}}
+    best["stages"]["rest"] = [best["wall"] - sum(v[0] for v in best["stages"].values()),
+                              best["cpu"] - sum(v[1] for v in best["stages"].values())]
+    return best
 
 
 def data(n: int, d: int) -> np.ndarray:
@@ -105,8 +187,13 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--baseline", help="a git revision to compare with (its src/privagg)")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--profile", action="store_true", help="the per-stage table instead")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument("--profile-child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.profile_child:
+        print(json.dumps(profile_child(*(int(v) for v in args.profile_child))))
+        return
     if args.child:
         n, d, cp = (int(v) for v in args.child)
         print(json.dumps(child(n, d, bool(cp))))
@@ -121,6 +208,19 @@ def main() -> None:
         impls[f"privagg@{args.baseline}"] = Path(tmp.name) / "src"
     print(f"private_mean (ε={EPS}, δ={DELTA}, radius=None) vs CoinPress; best of {args.reps}; "
           f"{os.cpu_count()} CPUs; load {os.getloadavg()[0]:.1f}", flush=True)
+    if args.profile:
+        for n, d in CASES:
+            for name, src in impls.items():
+                env = {**os.environ, "PYTHONPATH": str(src)}
+                out = subprocess.run([sys.executable, __file__, "--profile-child", str(n), str(d),
+                                      str(args.reps)], capture_output=True, text=True, check=True, env=env)
+                r = json.loads(out.stdout.strip().splitlines()[-1])
+                print(f"n = {n}, d = {d}, {name}: total wall {r['wall']:.4f} s, cpu {r['cpu']:.4f} s")
+                for k, (w, c) in sorted(r["stages"].items(), key=lambda kv: -kv[1][1]):
+                    print(f"    {k:28s} wall {w:.4f}  cpu {c:.4f}")
+        if tmp is not None:
+            tmp.cleanup()
+        return
     for n, d in CASES:
         best: dict[str, dict] = {}
         cp = []

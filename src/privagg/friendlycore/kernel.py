@@ -57,6 +57,7 @@ _U = 2.0**-53
 _MARGIN = 16.0  # screening margin c = _MARGIN·(d + 4)·u (proof: docs/proofs)
 _MAX_BLOCK = 4096
 _LOW_D = 8
+_GEMM_TILE = 32  # rows per tile of a gemm block pair's element-wise work (in cache)
 _TREE_MIN_N = 4096
 _CHUNK_ELEMS = 1 << 20
 _TREE_CHUNK_ELEMS = 1 << 17
@@ -156,15 +157,20 @@ def _map(func: Any, tasks: list, threads: int) -> list:
         with np.errstate(all="ignore"):
             return func(*t)
 
-    if threads == 1 or len(tasks) <= 1:
-        return [call(t) for t in tasks]
+    if not tasks:
+        return []
     from threadpoolctl import threadpool_limits  # (a dependency of scikit-learn)
 
     # The pool already keeps every core busy: a BLAS that also threads each block product
     # oversubscribes the cores (on a loaded 2-core machine a 512 x 512 x 10 product took 30 ms
-    # instead of 0.1 ms). One BLAS thread per task while the pool runs; results do not change.
-    with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(max_workers=threads) as pool:
-        return list(pool.map(call, tasks))
+    # instead of 0.1 ms). One BLAS thread per task while the pool runs — and also on one thread:
+    # the tasks' products are tiles of a few dozen rows, far too small to gain from BLAS threads
+    # (they lost 2x to them). Results do not change.
+    with threadpool_limits(1, user_api="blas"):
+        if threads == 1 or len(tasks) <= 1:
+            return [call(t) for t in tasks]
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            return list(pool.map(call, tasks))
 
 
 def _anchor_distances(x: np.ndarray) -> np.ndarray:
@@ -279,28 +285,39 @@ def _gemm_counts(points: np.ndarray, pred: Ball, block: int, threads: int) -> np
         beta_i = ((1.0 - c) * si - (1.0 + c) * 0.5 * r2) * 0.5
         # Out-test with one row vector: T_ij < β_i − m_J, m_J >= max_j (α_j − β_j).
         widen = (alpha_j - ((1.0 - c) * sj - (1.0 + c) * 0.5 * r2) * 0.5).max() * (1.0 + 4.0 * _U)
-        if not hasattr(local, "t"):
-            local.t = np.empty((block, block))
-            local.sure = np.empty((block, block), dtype=bool)
-            local.maybe = np.empty((block, block), dtype=bool)
-        t = local.t[: i1 - i0, : j1 - j0]
-        sure = local.sure[: i1 - i0, : j1 - j0]
-        maybe = local.maybe[: i1 - i0, : j1 - j0]
-        np.matmul(yi, yj.T, out=t)
-        np.subtract(t, alpha_j[None, :], out=t)
-        np.greater_equal(t, alpha_i[:, None], out=sure)
-        np.greater_equal(t, (beta_i - widen)[:, None], out=maybe)
-        if i0 == j0:
-            upper = strict_upper[: i1 - i0, : j1 - j0]
-            sure &= upper
-            maybe &= upper
-        rows = sure.view(np.uint8).sum(axis=1, dtype=np.int64)
-        cols = sure.view(np.uint8).sum(axis=0, dtype=np.int64)
-        if np.count_nonzero(maybe) > np.count_nonzero(sure):
-            bi_, bj_ = np.nonzero(maybe & ~sure)
-            band = (bi_ + i0, bj_ + j0)
-        else:
-            band = None
+        ni, nj = i1 - i0, j1 - j0
+        if not hasattr(local, "t"):  # per-thread flat tile buffers (views are C-contiguous)
+            local.t = np.empty(_GEMM_TILE * block)
+            local.sure = np.empty(_GEMM_TILE * block, dtype=bool)
+            local.maybe = np.empty(_GEMM_TILE * block, dtype=bool)
+        rows = np.empty(ni, dtype=np.int64)
+        cols = np.zeros(nj, dtype=np.int64)
+        low = beta_i - widen
+        band_i, band_j = [], []
+        # Tiles of _GEMM_TILE rows against the block's columns (the passes stay in the cache);
+        # the decisions are those of the whole block pair, pair by pair.
+        for t0 in range(0, ni, _GEMM_TILE):
+            t1 = min(t0 + _GEMM_TILE, ni)
+            nt = t1 - t0
+            t = local.t[: nt * nj].reshape(nt, nj)
+            sure = local.sure[: nt * nj].reshape(nt, nj)
+            maybe = local.maybe[: nt * nj].reshape(nt, nj)
+            np.matmul(yi[t0:t1], yj.T, out=t)
+            np.subtract(t, alpha_j[None, :], out=t)
+            np.greater_equal(t, alpha_i[t0:t1, None], out=sure)
+            np.greater_equal(t, low[t0:t1, None], out=maybe)
+            if i0 == j0:
+                upper = strict_upper[t0:t1, :nj]
+                sure &= upper
+                maybe &= upper
+            u8 = sure.view(np.uint8)  # sums in uint16 (fast): at most 4096 per row, 32 per column
+            rows[t0:t1] = np.add.reduce(u8, axis=1, dtype=np.uint16)
+            cols += np.add.reduce(u8, axis=0, dtype=np.uint16)
+            if np.count_nonzero(maybe) > rows[t0:t1].sum():
+                bi_, bj_ = np.nonzero(maybe & ~sure)
+                band_i.append(bi_ + (i0 + t0))
+                band_j.append(bj_ + j0)
+        band = (np.concatenate(band_i), np.concatenate(band_j)) if band_i else None
         return i0, j0, rows, cols, band
 
     tasks = [(bi, bj) for bi in range(bounds.size - 1) for bj in range(bi, int(last[bi]) + 1)]

@@ -402,6 +402,27 @@ def mean_privacy_loss(epsilon: Any, delta: Any, *, calibration: str = "gaussian"
                       select_radius: bool = False, where: str = "private_mean") -> PrivacyLoss:
     """The guarantee of :func:`private_mean`: the largest (ε, δ) of its plans (the plan is
     chosen from the released ``n̂``; adaptive composition bounds each branch by its plan)."""
+    # validated first (in the order mean_plan checks them), then the cached public computation
+    eps, dlt = check_epsilon_floor(where, epsilon), check_delta_floor(where, delta)
+    check_choice(where, "calibration", calibration, CALIBRATIONS)
+    alpha_fraction(alpha, where)
+    return _mean_privacy_loss(eps, dlt, calibration, Fraction(alpha), bool(select_radius), where,
+                              _constants_key())
+
+
+def _constants_key() -> tuple:
+    """The public module constants the cached losses read (in their cache keys: a test or
+    benchmark that sets one gets a fresh value)."""
+    return (_SHARE_COUNT, _SHARE_SELECT, _SHARE_LOCATE, _SHARE_LOCATE_DELTA, _SHARE_FRIENDLY_COUNT,
+            _SHARE_QUANTILE, _SMALL_SHARE_SELECT, _SMALL_SHARE_LOCATE, _SMALL_SHARE_FRIENDLY_COUNT,
+            SHARE_SCALE, FRIENDLY_EPS_MAX, EPS_MIN, mean_small.constants_key())
+
+
+@functools.lru_cache(maxsize=64)
+def _mean_privacy_loss(epsilon: Fraction, delta: Fraction, calibration: str, alpha: Fraction,
+                       select_radius: bool, where: str, _key: tuple) -> PrivacyLoss:
+    """:func:`mean_privacy_loss` of validated, exact parameters (public only: cached; ``_frac``
+    and ``Fraction`` are the identity on them, so the value is that of the raw parameters)."""
     plans = _friendly_losses(epsilon, delta, calibration, alpha, select_radius, where)
     if select_radius and coordinate_plan_possible(epsilon, delta):  # the coordinate plan (§11)
         for low in (False, True):  # the selections' share: a function of the released n̂
@@ -418,6 +439,14 @@ def _friendly_losses(epsilon: Any, delta: Any, calibration: str, alpha: Any, sel
     return [mean_plan(epsilon, delta, calibration=calibration, alpha=alpha, select_radius=select_radius,
                       small=small, scale=scale, where=where).privacy_loss
             for small in (False, True) for scale in (False, True)]
+
+
+@functools.lru_cache(maxsize=64)
+def _friendly_loss(epsilon: Fraction, delta: Fraction, calibration: str, alpha: Fraction,
+                   select_radius: bool, where: str, _key: tuple) -> PrivacyLoss:
+    """The largest (ε, δ) of the four FriendlyCore plans at validated, exact parameters (cached)."""
+    losses = _friendly_losses(epsilon, delta, calibration, alpha, select_radius, where)
+    return PrivacyLoss.approx(max(p.epsilon for p in losses), max(p.delta for p in losses))
 
 
 def coordinate_plan_possible(epsilon: Any, delta: Any) -> bool:
@@ -634,10 +663,13 @@ def _dlap_two_sided(scale: float, beta: float) -> int:
 _FMAX = float(np.finfo(np.float64).max)
 
 
-def _finite(v: np.ndarray) -> np.ndarray:
+def _finite(v: np.ndarray, inplace: bool = False) -> np.ndarray:
     """A released vector clamped into the float range (post-processing): a release beyond
     ±1.8e308 (data there, plus noise) becomes ±max instead of ±inf, so later steps and JSON
-    output never meet an infinity."""
+    output never meet an infinity. ``inplace``: ``v`` (a float64 array) itself is overwritten."""
+    if inplace:
+        np.nan_to_num(v, copy=False, nan=0.0)
+        return np.clip(v, -_FMAX, _FMAX, out=v)
     return np.clip(np.nan_to_num(np.asarray(v, dtype=np.float64), nan=0.0), -_FMAX, _FMAX)
 
 
@@ -828,7 +860,10 @@ class ArrayPoints(PointSource):
         return scale_counts(self.x, _keyed_row_order(self.x, keys))
 
     def scaled(self, exponents: np.ndarray) -> ArrayPoints:
-        return ArrayPoints(_finite(np.ldexp(self.x, -exponents)))
+        # x·2^{−k} as a product with the float 2^{−k} (|k| <= 70, exact): IEEE multiplication and
+        # ldexp (scaleB) both round the exact x·2^{−k} correctly, so the bits are ldexp's, faster
+        scale = np.ldexp(1.0, -np.asarray(exponents, dtype=np.int64))
+        return ArrayPoints(_finite(self.x * scale, inplace=True))  # a new array
 
     def poisson_sample(self, rate: float, gen: np.random.Generator) -> np.ndarray:
         return self.x[gen.random(self.x.shape[0]) < rate]
@@ -882,8 +917,8 @@ def _private_mean(source: PointSource, epsilon: Any, delta: Any, radius: Any, al
         loss = mean_privacy_loss(epsilon, delta, calibration=calibration, alpha=alpha,
                                  select_radius=r is None, where=where)
     else:  # the FriendlyCore plans alone (the coordinate plan's switch, §11)
-        losses = _friendly_losses(epsilon, delta, calibration, alpha, r is None, where)
-        loss = PrivacyLoss.approx(max(p.epsilon for p in losses), max(p.delta for p in losses))
+        loss = _friendly_loss(_frac(epsilon), _frac(delta), calibration, Fraction(alpha), r is None, where,
+                              _constants_key())
     d = source.d
     n = source.count()  # before the charge: an engine that cannot evaluate its data charges nothing
     eps_out, delta_out = float(loss.epsilon), float(loss.delta)
@@ -1057,16 +1092,18 @@ def _runs_to_occurrence(same: np.ndarray, order: np.ndarray, occ: np.ndarray) ->
 
 def _hash_order(h: np.ndarray, ties: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """``np.lexsort(ties[::-1] + [h])`` (sort by ``h``, ties by ``ties[0]``, ``ties[1]``, …, then
-    index) computed as a stable sort of ``h`` and a lexsort of only the rows whose hash is not
-    unique (the same permutation: both sorts are stable); and the positions of those rows."""
-    order = np.argsort(h, kind="stable")
+    index) computed as a sort of ``h`` and a lexsort, by ``h``, the ties and the index, of only the
+    rows whose hash is not unique (the same permutation: distinct hashes have one order, and the
+    lexsort's last key, the index, fixes the rest); and the positions of those rows."""
+    order = np.argsort(h)  # not stable (several times faster): ties are ordered below
     hs = h[order]
     tie = hs[1:] == hs[:-1]
     pos = np.zeros(0, dtype=np.int64)
     if tie.any():
         pos = np.flatnonzero(np.concatenate([tie, [False]]) | np.concatenate([[False], tie]))
-        rows = order[pos]  # runs of equal hash, each run in index order
-        sub = np.lexsort([t[rows] for t in ties[::-1]] + [hs[pos]])
+        rows = order[pos]  # runs of equal hash, each run in some order
+        # by hash, then the ties, then the index: the stable sort's order, whatever the first sort
+        sub = np.lexsort([rows] + [t[rows] for t in ties[::-1]] + [hs[pos]])
         order[pos] = rows[sub]
     return order, pos
 
@@ -1102,7 +1139,7 @@ def scale_counts(x: np.ndarray, order: np.ndarray) -> np.ndarray:
     ``n − 1`` consecutive pairs of the row order ``o`` (exact comparison via
     :func:`~privagg.friendlycore.radius.grid_levels`). Adding a row removes one pair and adds
     two: every count moves by at most 2 (docs/proofs/mean.md §2b)."""
-    return sorted_scale_counts(x[order])
+    return sorted_scale_counts(np.take(x, order, axis=0))  # (np.take: a faster row gather)
 
 
 def sorted_scale_counts(xs: np.ndarray) -> np.ndarray:

@@ -298,6 +298,21 @@ def coordinate_budget(epsilon: Any, delta: Any, d: int, low: bool = False) -> Co
 def coordinate_loss(epsilon: Any, delta: Any, low: bool = False) -> tuple[Fraction, Fraction]:
     """The (ε, δ) of the plan when it does not switch (independent of d): ``ε − ε_sel +
     zcdp_to_epsilon(ρ, δ_sel) <= ε`` and ``δ_sel``."""
+    from .mean import _frac
+
+    return _coordinate_loss(_frac(epsilon), _frac(delta), bool(low), constants_key())
+
+
+def constants_key() -> tuple:
+    """The module's public constants that the cached budget computations read (part of their
+    cache keys, so a benchmark or test that sets one never meets a value computed before)."""
+    return (COORD_SAMPLE, COORD_DMAX, COORD_NARROW_D, COORD_WIDE_MAX, COORD_MIN, COORD_MIN_COUNT,
+            COORD_SHARE_OUTSIDE, COORD_SHARES, COORD_SHARE_SELECT, COORD_SHARE_SELECT_LOW, COORD_LOW,
+            COORD_DELTA_SHARE, COORD_LEVELS, STEP_EPS_MIN)
+
+
+@functools.lru_cache(maxsize=256)
+def _coordinate_loss(epsilon: Fraction, delta: Fraction, low: bool, _key: tuple) -> tuple[Fraction, Fraction]:
     from ..accounting import zcdp_to_epsilon
 
     b = coordinate_budget(epsilon, delta, 1, low)
@@ -308,12 +323,19 @@ def coordinate_loss(epsilon: Any, delta: Any, low: bool = False) -> tuple[Fracti
 def switch_budget(epsilon: Any, delta: Any, low: bool = False) -> tuple[Fraction, Fraction, Fraction, Fraction]:
     """``(ε_spent, δ_spent, ε_rest, δ_rest)`` when the plan switches to the FriendlyCore plan (after
     some of its selections; the whole selection group is charged): spent ``ε_n + zcdp_to_epsilon(ρ,
-    δ_sel)``, ``δ_sel``; the FriendlyCore plan runs at ``(ε − ε_n − ε_sel, δ − δ_sel)``."""
-    from ..accounting import zcdp_to_epsilon
+    δ_sel)``, ``δ_sel``; the FriendlyCore plan runs at ``(ε − ε_n − ε_sel, δ − δ_sel)``. Public:
+    cached on the exact ``(ε, δ)``."""
     from .mean import _frac
 
-    b = coordinate_budget(epsilon, delta, 1, low)
-    eps, dlt = _frac(epsilon), _frac(delta)
+    return _switch_budget(_frac(epsilon), _frac(delta), bool(low), constants_key())
+
+
+@functools.lru_cache(maxsize=256)
+def _switch_budget(eps: Fraction, dlt: Fraction, low: bool,
+                   _key: tuple) -> tuple[Fraction, Fraction, Fraction, Fraction]:
+    from ..accounting import zcdp_to_epsilon
+
+    b = coordinate_budget(eps, dlt, 1, low)
     return (b.eps_n + zcdp_to_epsilon(b.rho, b.delta_sel), b.delta_sel,
             eps - b.eps_n - b.eps_sel, dlt - b.delta_sel)
 
