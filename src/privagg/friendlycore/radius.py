@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 import os
-import threading
 from fractions import Fraction
 from typing import Any
 
@@ -44,12 +43,6 @@ GRID_EXPONENTS = np.arange(-40, 161)
 #: Q <= (1 − c)(1 − 2c)m = 0.855m at c = 5%; 1/10 is then met only by radii that befriend them.)
 GAMMA = Fraction(1, 4)
 _BLOCK = 512
-#: Up to this d the pair bins would use the direct formula itself (fewer passes than screen + band,
-#: less CPU) — 0, off: measured side by side on 2 idle CPUs it lost wall time to 2dd438f's whole-block
-#: screen (0.16–0.19 s against 0.14–0.17 s for the n = 10⁴, d = 2 radius stage). Kept, tested.
-_DIRECT_D = 0
-_TILE = 512  # rows per tile of the direct path (one tile per block: big numpy calls, so the
-# two threads run in parallel; 64-row tiles used less CPU but lost the parallelism to the GIL)
 #: Rows of the radius step (:func:`radius_sample_size`): ``max(M_RADIUS_MIN, ceil(C_RADIUS·Δ/ε))``.
 #: Below the data's scale every query is ``g = −(1 − γ)m`` (each point is only its own friend,
 #: p = 0), and AboveThreshold stops there only if ``ν − T̃ >= (1 − γ)m`` (``ν ~ DLap(4Δ/ε)``,
@@ -115,32 +108,6 @@ def _bins_inplace(v: np.ndarray) -> np.ndarray:
     return t
 
 
-#: ``2^52 − floor((√2 − 1)·2^52) − 1``: for ``t = bits(v) − 1`` (``v > 0``), ``(t + 1 + _CARRY) >> 52``
-#: is ``t >> 52`` plus 1 exactly when the mantissa field ``F = t & (2^52 − 1)`` is ``>= _SQRT2_F``
-#: (the carry out of the 52 low bits), so ``(t >> 52) + ((bits + _CARRY) >> 52) = level + 2045``.
-_CARRY = (1 << 52) - _SQRT2_F - 1
-#: ``_BIN_OF_RAW[level + 2045]`` (index taken mod its size): ``clip(level − j_0, 0, len(grid))`` for
-#: ``level + 2045`` in ``[0, 4094]``; 0 for the negative raw values of ``v <= 0`` (sign bit set).
-_BIN_OF_RAW = np.zeros(8192, dtype=np.int64)
-_BIN_OF_RAW[:4095] = np.clip(np.arange(4095) - 2045 - int(GRID_EXPONENTS[0]), 0, GRID_EXPONENTS.size)
-
-
-def _bins_into(v: np.ndarray, out: np.ndarray, tmp: np.ndarray) -> np.ndarray:
-    """:func:`_bins_inplace` of the floats ``v`` (finite, any sign; ``v <= 0`` gets bin 0, the bin
-    of ``2⁻¹⁰⁷⁴``), written to ``out`` (int64, ``v``'s shape); ``v``'s bits are overwritten and
-    ``tmp`` (int64, same shape) is scratch. Fewer passes than the mask formula: the half-octave
-    test is the carry of ``F + 2^52 − _SQRT2_F`` into the exponent field, and the offset and clip
-    are one table lookup (:data:`_BIN_OF_RAW`). A negative ``v`` has a negative int64 view, so
-    both shifts are negative and the raw sum lies in ``[−4096, −2]``: bin 0 (after the wrap)."""
-    t = v.view(np.int64)
-    np.add(t, _CARRY, out=tmp)
-    tmp >>= 52
-    t -= 1
-    t >>= 52
-    t += tmp
-    return np.take(_BIN_OF_RAW, t, mode="wrap", out=out)
-
-
 def _pair_bins(x: np.ndarray, threads: int | None = None) -> np.ndarray:
     """``counts[i, b]``: how many other points fall in distance bin ``b`` of point ``i``.
 
@@ -157,10 +124,7 @@ def _pair_bins(x: np.ndarray, threads: int | None = None) -> np.ndarray:
     exceeds the bin's upper edge (``fl(e + μ) > T[b]``, :func:`_upper_edges`), and then it is
     recomputed with the direct formula itself; a block pair outside the proof's range (shifted
     ``s > 2⁹⁰⁰``) is binned directly. So every pair gets exactly the bin of the direct formula,
-    whatever the blocking, the BLAS or the thread count (``None``: one per CPU). For ``d <=``
-    :data:`_DIRECT_D` the block pairs use the direct formula itself instead (column by column, the
-    same operations: no screen, no recheck; off by default), in tiles of :data:`_TILE` rows
-    (the passes stay in the cache) and histogrammed over each tile's own range of bins. The direct formula is symmetric
+    whatever the blocking, the BLAS or the thread count (``None``: one per CPU). The direct formula is symmetric
     (``fl(a − b)² = fl(b − a)²``), so a diagonal block's bin matrix is symmetric and its row sums
     credit both ends of each pair.
     """
@@ -176,80 +140,7 @@ def _pair_bins(x: np.ndarray, threads: int | None = None) -> np.ndarray:
     def bins_of(sq: np.ndarray) -> np.ndarray:
         return np.clip(grid_levels(sq) + offset, 0, k)
 
-    local = threading.local()
-
-    cols_t = np.ascontiguousarray(xs.T)  # (d, m): each coordinate contiguous
-
     def work(bi: int, bj: int) -> tuple:
-        i0, i1, j0, j1 = bounds[bi], bounds[bi + 1], bounds[bj], bounds[bj + 1]
-        ni, nj, same = i1 - i0, j1 - j0, bi == bj
-        anchor = xs[i0]
-        yi = xs[i0:i1] - anchor
-        yj = yi if same else xs[j0:j1] - anchor
-        si = np.einsum("ij,ij->i", yi, yi)
-        sj = si if same else np.einsum("ij,ij->i", yj, yj)
-        direct = not max(si.max(), sj.max()) <= 2.0**900  # outside the proof's range: directly
-        if not hasattr(local, "e"):  # per-thread flat tile buffers (views are C-contiguous)
-            local.e, local.s, local.lo = (np.empty(_TILE * _BLOCK) for _ in range(3))
-            local.a, local.b = (np.empty(_TILE * _BLOCK, dtype=np.int64) for _ in range(2))
-            local.band = np.empty(_TILE * _BLOCK, dtype=bool)
-
-        def buf(name: str, nt: int) -> np.ndarray:
-            return getattr(local, name)[: nt * nj].reshape(nt, nj)
-        rows = np.zeros((ni, width + 1), dtype=np.int64)
-        cols = None if same else np.zeros((nj, width + 1), dtype=np.int64)
-        col_off = np.arange(nj)
-        # Tiles of _TILE rows against the block's columns: every element-wise pass stays in the
-        # cache. The bins are exact integers whatever the tiling (each pair gets the direct
-        # formula's bin), so the counts are those of the whole block pair.
-        for t0 in range(0, ni, _TILE):
-            t1 = min(t0 + _TILE, ni)
-            nt = t1 - t0
-            bt = buf("b", nt)
-            if d <= _DIRECT_D:
-                # Low d: the direct formula itself, column by column on contiguous columns —
-                # fl(a_0 − b_0)², then + fl(a_k − b_k)² in index order, the very operations of
-                # squared_distance (no FMA: one ufunc each) — fewer passes than screen + band.
-                e, t = buf("e", nt), buf("s", nt)
-                np.subtract(cols_t[0, i0 + t0 : i0 + t1, None], cols_t[0, None, j0:j1], out=e)
-                e *= e
-                for k_ in range(1, d):
-                    np.subtract(cols_t[k_, i0 + t0 : i0 + t1, None], cols_t[k_, None, j0:j1], out=t)
-                    t *= t
-                    e += t
-                _bins_into(e, bt, buf("a", nt))
-            elif direct:
-                bt[:] = bins_of(squared_distance(xs[i0 + t0 : i0 + t1, None, :], xs[None, j0:j1, :]))
-            else:
-                e, s, lo = buf("e", nt), buf("s", nt), buf("lo", nt)
-                np.matmul(yi[t0:t1], yj.T, out=e)
-                e *= -2.0
-                np.add(si[t0:t1, None], sj[None, :], out=s)
-                e += s  # fl(s_i + s_j) − 2G, the kernel's expansion
-                s *= c  # the margin μ
-                np.subtract(e, s, out=lo)  # fl(e − μ)
-                s += e  # fl(e + μ)
-                _bins_into(lo, bt, buf("a", nt))  # bin of fl(e − μ) (0 when <= 0)
-                band = np.greater(s, np.take(_UPPER, bt, out=lo), out=buf("band", nt))
-                if band.any():
-                    pi, pj = np.nonzero(band)
-                    bt[pi, pj] = bins_of(squared_distance(xs[pi + i0 + t0], xs[pj + j0]))
-            # Histograms over the tile's own range of bins [lo_b, hi_b] only (a few dozen of the
-            # 202 for data at one scale): smaller cell arrays for np.bincount.
-            lo_b, hi_b = int(bt.min()), int(bt.max())
-            span = hi_b - lo_b + 1
-            if same:  # self pairs are not counted: moved to bin hi_b, then taken off it
-                bt.ravel()[t0 :: nj + 1][:nt] = hi_b
-            else:
-                cell = np.add(bt, col_off * span - lo_b, out=buf("a", nt))
-                cols[:, lo_b : hi_b + 1] += np.bincount(cell.ravel(), minlength=nj * span).reshape(nj, span)
-            cell = np.add(bt, (np.arange(nt) * span - lo_b)[:, None], out=buf("a", nt))
-            rows[t0:t1, lo_b : hi_b + 1] = np.bincount(cell.ravel(), minlength=nt * span).reshape(nt, span)
-            if same:
-                rows[t0:t1, hi_b] -= 1
-        return i0, i1, j0, j1, rows, cols
-
-    def work_screen(bi: int, bj: int) -> tuple:  # d > _DIRECT_D: whole block pairs (2dd438f's)
         i0, i1, j0, j1 = bounds[bi], bounds[bi + 1], bounds[bj], bounds[bj + 1]
         ni, nj, same = i1 - i0, j1 - j0, bi == bj
         anchor = xs[i0]
@@ -286,7 +177,7 @@ def _pair_bins(x: np.ndarray, threads: int | None = None) -> np.ndarray:
     tasks = [(bi, bj) for bi in range(nb) for bj in range(bi, int(last[bi]) + 1)]
     counts = np.zeros((m, width + 1), dtype=np.int64)
     threads = (os.cpu_count() or 1) if threads is None else threads  # the counts do not depend on it
-    for i0, i1, j0, j1, rows, cols in _map(work if d <= _DIRECT_D else work_screen, tasks, threads):
+    for i0, i1, j0, j1, rows, cols in _map(work, tasks, threads):
         counts[i0:i1] += rows
         if cols is not None:
             counts[j0:j1] += cols
