@@ -150,7 +150,7 @@ def main() -> None:
 
 
 #: the SparkPoints methods timed (and counted as passes when they run a Spark job)
-PASS_METHODS = ("poisson_sample", "clipped_integer_sum", "distance_bins", "scale_counts", "pair_quantile_counts",
+PASS_METHODS = ("poisson_sample", "clipped_integer_sum", "distance_bins", "scale_counts",
                 "below_counts", "outside_count")
 
 

@@ -284,7 +284,7 @@ def test_scale_counts_identical_to_numpy_on_duplicated_rows(spark) -> None:
 @np.errstate(all="ignore")
 def test_coordinate_plan_accesses_identical_to_numpy(spark, numeric_file: Path) -> None:
     """The data accesses of the small-sample coordinate plan (mean_small.coordinate_mean) on Spark
-    return the local integers: pair counts in the keyed order, counts below public edges (octave
+    return the local integers: counts below public edges (octave
     cells with ±∞ and ±0 edges, subcells, duplicates, edges at the data), one column's exact
     clipped sums, the count outside a box; rows with NaN, ±inf, NULL dropped, 1.7e308, 2^62,
     three partitions (and the ±1.7e308 rows of test_far_rows_near_the_float_max)."""
@@ -293,8 +293,6 @@ def test_coordinate_plan_accesses_identical_to_numpy(spark, numeric_file: Path) 
     cols = ["a", "b", "c"]
     local = _local(numeric_file, cols)
     far = np.array([[BIG, -BIG], [-BIG, BIG], [BIG, BIG], [1e308, 0.0], [0.0, -0.0]] * 40)
-    grid = S.positive_grid()
-    keys3, keys2 = M.row_keys(3, np.random.default_rng(5)), M.row_keys(2, np.random.default_rng(6))
     lo, hi, _ = S.octave_cells(-3)
     octave = np.concatenate([lo, hi])
     data_edges = np.sort(local.x[:50, 1])
@@ -304,10 +302,6 @@ def test_coordinate_plan_accesses_identical_to_numpy(spark, numeric_file: Path) 
     far_df = spark.createDataFrame(far.tolist(), "u double, v double").repartition(3)
     with (sp.points_of("private_mean", df, cols, None, 1, 1, lambda: None) as (src, _, _),
           sp.points_of("private_mean", far_df, None, None, 1, 1, lambda: None) as (far_src, _, _)):
-        got = src.pair_quantile_counts(keys3, grid)
-        assert got.tolist() == local.pair_quantile_counts(keys3, grid).tolist()
-        assert got.tolist() == S.pair_quantile_counts(local.x, keys3, grid).tolist()
-        assert 0 < got[:, 4336].min() and got[:, -1].max() <= local.count() - 1  # 2^10, 2^1023.75
         below = src.below_counts(edges)
         want = local.below_counts(edges)
         assert [b.tolist() for b in below] == [w.tolist() for w in want]
@@ -324,8 +318,6 @@ def test_coordinate_plan_accesses_identical_to_numpy(spark, numeric_file: Path) 
             n_out = src.outside_count(center, radii)
             assert n_out == local.outside_count(center, radii) and 0 < n_out < local.count()
         far_local = M.ArrayPoints(far)
-        want_far = far_local.pair_quantile_counts(keys2, grid)
-        assert far_src.pair_quantile_counts(keys2, grid).tolist() == want_far.tolist()
         far_edges = [np.array([-BIG, -1e308, 0.0, BIG, np.inf]), np.array([-0.0, BIG])]
         assert ([b.tolist() for b in far_src.below_counts(far_edges)]
                 == [b.tolist() for b in far_local.below_counts(far_edges)])

@@ -95,3 +95,32 @@ def test_packed_rows_read_back_exactly(spark, monkeypatch: pytest.MonkeyPatch) -
             np.ascontiguousarray(want[:, 1:2]).tobytes()
     with sp.points_of("private_kmeans", df, None, None, 1, 1, lambda: None) as (km, _, _):
         assert km.packed == 0 and km.frame.columns == ["c0", "c1", "c2"]
+
+
+def test_block_size_known_answers() -> None:
+    """A batch of ``maxRecordsPerBatch`` blocks stays below 2³¹ bytes (32-bit Arrow offsets)."""
+    assert sp.block_values(10, 10000) == (2**31 - 1) // 80000 == 26843
+    assert sp.block_values(3, 1000) == sp.BLOCK_VALUES == 1 << 17  # 1 MiB blocks fit 1000 a batch
+    assert sp.block_values(3, 0) == sp.block_values(3, -1) == sp.BLOCK_VALUES  # unlimited records
+    assert sp.block_values(50, 10**9) == 50  # at least one row a block
+    for d, r in [(1, 1), (7, 2047), (10, 10000), (100, 16384), (3, 123457)]:
+        assert 8 * sp.block_values(d, r) * r <= sp.BATCH_BYTES_MAX or sp.block_values(d, r) == d
+
+
+def test_blocks_follow_the_sessions_batch_records(spark, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The blocks are sized from the session's ``spark.sql.execution.arrow.maxRecordsPerBatch``: with
+    4 records a batch and a 100-byte batch limit, blocks of 100 // 32 = 3 → max(3, 3) values (one row
+    of 3) are written, a batch of blocks holds <= 100 bytes, and the rows read back bit for bit."""
+    monkeypatch.setattr(sp, "BATCH_BYTES_MAX", 100)
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(37, 3))
+    df = _frame(spark, x, 2)
+    old = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch", "10000")
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "4")
+    try:
+        with sp.points_of("private_mean", df, None, None, 1, 1, lambda: None) as (src, _, _):
+            sizes = [len(r["x"]) for r in src.frame.select("x").collect()]
+            assert max(sizes) * 4 <= 100 and len(sizes) == 37
+            assert src.poisson_sample(1.0, None).tobytes() == x.tobytes()
+    finally:
+        spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", old)

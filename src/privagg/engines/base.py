@@ -190,12 +190,6 @@ class PointSource(ABC):
     # the small-sample coordinate plan (privagg.mechanisms.mean_small, docs/proofs/mean.md §11)
 
     @abstractmethod
-    def pair_quantile_counts(self, keys: np.ndarray, grid: np.ndarray) -> np.ndarray:
-        """:func:`~privagg.mechanisms.mean_small.pair_quantile_counts` over the rows in the
-        keyed order of ``keys`` (the order of :meth:`scale_counts`), for the public ascending
-        ``grid``: int64 of shape (d, len(grid))."""
-
-    @abstractmethod
     def below_counts(self, edges: list[np.ndarray]) -> list[np.ndarray]:
         """Per column ``j``, ``#{rows : x_j < e}`` for each public edge ``e`` of ``edges[j]``
         (any order, may be empty): d int64 arrays of len(edges[j])."""

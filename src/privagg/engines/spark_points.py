@@ -12,7 +12,8 @@ clips and sums:
   (the mechanism's declared policy), persisted on the executors (memory, then disk) and counted:
   job 1, **before the ledger is charged** (a DataFrame that Spark cannot evaluate charges nothing).
   For means the persisted rows are **packed**: one binary value per block of consecutive rows
-  (their float64 bytes, about 1 MiB a block; the rows keep their partition and order), so that each
+  (their float64 bytes, at most 1 MiB a block and at most 2³¹ − 1 bytes per Arrow batch of
+  ``maxRecordsPerBatch`` blocks, :func:`block_values`; the rows keep their partition and order), so that each
   later pass hands a task its rows as a few buffers instead of d Arrow columns converted from
   Spark's rows (k-means keeps the d columns).
 * **Sums and histograms: exact, the local arithmetic.** Each task applies the local functions
@@ -40,9 +41,7 @@ clips and sums:
   rows (about ``m_locate``, thousands) are collected to the driver once.
 
 * **Small-sample coordinate plan** (:mod:`privagg.mechanisms.mean_small`; the plan choice is
-  the local one, n̂, ε and d only): the spread's pair counts through the same keyed order and
-  partition pipeline as the scale counts (the local ``sorted_pair_quantile_counts`` per sorted
-  partition); per-column counts below public edges (per task a histogram of
+  the local one, n̂, ε and d only): per-column counts below public edges (per task a histogram of
   ``searchsorted(edges, x, "right")`` over the sorted distinct edges, added by Spark:
   ``posexplode``, ``SUM``); one column's exact clipped sum (``column(j)``, the clipped-sum job
   above with d = 1); the count outside the box. No task randomness: the seeded release is the local one.
@@ -61,7 +60,6 @@ rows through :class:`privagg.engines.spark_kmeans.SparkKMeansPoints` (the corese
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -154,17 +152,40 @@ def _rows(batch: Any, d: int, exponents: np.ndarray | None) -> np.ndarray:
     return x
 
 
-#: values (doubles) per block of the packed rows: blocks of about 1 MiB (an Arrow batch of blocks
-#: has 32-bit offsets; Spark documents spark.sql.execution.arrow.maxBytesPerBatch, 64 MiB by default,
-#: as the limit of the bytes of a batch; not tested here on partitions beyond 2 GiB)
+#: values (doubles) per block of the packed rows: blocks of at most about 1 MiB
 BLOCK_VALUES = 1 << 17
+#: The most bytes of the blocks of one Arrow batch a task reads: Spark's BinaryType is an Arrow
+#: binary array with 32-bit offsets, so a batch of blocks must stay below 2³¹ bytes
+#: (:func:`block_values`).
+BATCH_BYTES_MAX = 2**31 - 1
 
 
-def _pack(d: int) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """The task function packing Arrow batches of d double columns into blocks: one row per
-    block of consecutive rows, ``x`` its (m, d) float64 values (C order, little-endian bytes),
-    ``m`` its number of rows; the rows keep their order."""
-    step = max(1, BLOCK_VALUES // d)
+def block_values(d: int, records_per_batch: int) -> int:
+    """Values per block (:func:`_pack`) for rows of ``d`` doubles when Spark sends a task Arrow
+    batches of ``records_per_batch`` rows (``spark.sql.execution.arrow.maxRecordsPerBatch``, public
+    configuration; ``<= 0``: unlimited, then Spark's byte limit per batch applies): at most
+    :data:`BLOCK_VALUES`, and at most :data:`BATCH_BYTES_MAX` bytes per batch of blocks (at the
+    default 10,000 records: 26,843 values, 210 KiB a block); at least one row a block. The
+    block size changes neither the rows nor their order: the release is the same."""
+    cap = BLOCK_VALUES if records_per_batch <= 0 else min(BLOCK_VALUES, BATCH_BYTES_MAX // (8 * records_per_batch))
+    return max(int(d), cap)
+
+
+def _records_per_batch(frame: Any) -> int:
+    """``spark.sql.execution.arrow.maxRecordsPerBatch`` of the frame's session (Spark's default 10,000)."""
+    value = frame.sparkSession.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch", "10000")
+    try:
+        return int(value)
+    except (TypeError, ValueError):  # Spark itself rejects such a value when a job runs
+        return 10000
+
+
+def _pack(d: int, values: int = BLOCK_VALUES) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The task function packing Arrow batches of d double columns into blocks of ``values``
+    doubles (:func:`block_values`): one row per block of consecutive rows, ``x`` its (m, d)
+    float64 values (C order, little-endian bytes), ``m`` its number of rows; the rows keep
+    their order."""
+    step = max(1, values // d)
 
     def pack(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
@@ -363,14 +384,6 @@ class SparkPoints(PointSource):
         from ..mechanisms.mean import SCALE_EXPONENTS, sorted_scale_counts
 
         return self._ordered_pair_counts(keys, sorted_scale_counts, SCALE_EXPONENTS.size)
-
-    def pair_quantile_counts(self, keys: np.ndarray, grid: np.ndarray) -> np.ndarray:
-        """The same keyed order and partition pipeline as :meth:`scale_counts`, with the local
-        :func:`~privagg.mechanisms.mean_small.sorted_pair_quantile_counts` per hash bucket."""
-        from ..mechanisms.mean_small import sorted_pair_quantile_counts
-
-        g = np.array(grid, dtype=np.float64)
-        return self._ordered_pair_counts(keys, functools.partial(sorted_pair_quantile_counts, grid=g), g.size)
 
     def _ordered_pair_counts(self, keys: np.ndarray, sorted_counts: Callable[[np.ndarray], np.ndarray],
                              width: int) -> np.ndarray:
@@ -584,7 +597,8 @@ def points_of(where: str, data: Any, columns: Any, units: Any, max_rows_per_unit
     if packed:
         from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
-        frame = _map(frame, _pack(packed), StructType([StructField("x", BinaryType(), False),
+        values_per_block = block_values(packed, _records_per_batch(frame))
+        frame = _map(frame, _pack(packed, values_per_block), StructType([StructField("x", BinaryType(), False),
                                                        StructField("m", LongType(), False)]))
     frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
     try:

@@ -395,7 +395,7 @@ def mean_plan(
     check_choice(where, "calibration", calibration, CALIBRATIONS)
     alpha_fraction(alpha, where)
     return _plan(eps, dlt, calibration, Fraction(alpha), bool(select_radius), bool(small),
-                 bool(scale) and bool(select_radius))
+                 bool(scale) and bool(select_radius), _constants_key())
 
 
 def mean_privacy_loss(epsilon: Any, delta: Any, *, calibration: str = "gaussian", alpha: Any = 0.0,
@@ -460,7 +460,9 @@ def coordinate_plan_possible(epsilon: Any, delta: Any) -> bool:
 
 @functools.lru_cache(maxsize=64)
 def _plan(eps: Fraction, dlt: Fraction, calibration: str, alpha: Fraction, select_radius: bool,
-          small: bool = False, scale: bool = False) -> MeanPlan:
+          small: bool, scale: bool, _key: tuple) -> MeanPlan:
+    """:func:`mean_plan` of validated, exact parameters (cached; ``_key`` is :func:`_constants_key`,
+    so a test or benchmark that sets a share never meets a plan computed before)."""
     gaussian = calibration != "laplace"
     eps_count = eps * _SHARE_COUNT
     share_select = _SMALL_SHARE_SELECT if small else _SHARE_SELECT
@@ -873,9 +875,6 @@ class ArrayPoints(PointSource):
 
     def distance_bins(self, center: np.ndarray, edges: np.ndarray) -> np.ndarray:
         return _distance_bins(self.x, center, edges)
-
-    def pair_quantile_counts(self, keys: np.ndarray, grid: np.ndarray) -> np.ndarray:
-        return mean_small.pair_quantile_counts(self.x, keys, grid)
 
     def _sorted_column(self, j: int) -> np.ndarray:
         cache = self.__dict__.setdefault("_sorted", {})

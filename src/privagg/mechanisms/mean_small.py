@@ -181,32 +181,6 @@ def cell_utility_of_counts(below_lo: np.ndarray, below_hi: np.ndarray, n: int) -
     return -np.maximum(0, np.maximum(2 * below_lo - n, 2 * above - n))
 
 
-def pair_quantile_counts(x: np.ndarray, keys: np.ndarray, grid: np.ndarray) -> np.ndarray:
-    """``C[j, k] = #{i : |x_{o(i+1), j} − x_{o(i), j}| <= grid_k}`` over the ``n − 1``
-    consecutive pairs of the keyed row order ``o`` (mean.py's §2b order). Adding a row removes one
-    pair and adds two: every count moves by at most 2. Translation invariant."""
-    from .mean import _keyed_row_order
-
-    if x.shape[0] < 2:
-        return np.zeros((x.shape[1], grid.size), dtype=np.int64)
-    return sorted_pair_quantile_counts(x[_keyed_row_order(x, keys)], grid)
-
-
-def sorted_pair_quantile_counts(xs: np.ndarray, grid: np.ndarray) -> np.ndarray:
-    """:func:`pair_quantile_counts` of rows already in their order (the pairs ``xs[i], xs[i+1]``):
-    a sum over pairs, so the counts of consecutive runs of the order add up (plus their boundary
-    pairs; the Spark engine's sorted partitions)."""
-    n, d = xs.shape
-    out = np.zeros((d, grid.size), dtype=np.int64)
-    if n < 2:
-        return out
-    with np.errstate(over="ignore", invalid="ignore"):
-        diff = np.sort(np.abs(xs[1:] - xs[:-1]), axis=0)  # (n − 1, d), may be inf
-    for j in range(d):  # over columns
-        out[j] = np.searchsorted(diff[:, j], grid, side="right")
-    return out
-
-
 def octave_cells(e_min: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A public partition of the reals into cells ``(lo, hi, octave)``: ``[−2^{e_min}, 2^{e_min})``
     (octave ``e_min − 1``), then ``[2^e, 2^{e+1})`` and ``[−2^{e+1}, −2^e)`` for
@@ -268,7 +242,7 @@ def low_sample(n_hat: int, epsilon: Fraction, d: int) -> bool:
 
 
 @functools.lru_cache(maxsize=256)
-def _budget(epsilon: Fraction, delta: Fraction, d: int, low: bool) -> CoordinateBudget:
+def _budget(epsilon: Fraction, delta: Fraction, d: int, low: bool, _key: tuple) -> CoordinateBudget:
     from .mean import _SHARE_COUNT, rho_for
 
     eps_n = epsilon * _SHARE_COUNT
@@ -290,9 +264,9 @@ def coordinate_budget(epsilon: Any, delta: Any, d: int, low: bool = False) -> Co
     group of ρ-zCDP exponential mechanisms, ``ρ = rho_for(ε_sel, δ_sel)``, ``ρ/d`` per column split
     by :data:`COORD_SHARES` (cell, first spread, all levels, second spread); each column's clipped
     sum gets the pure ``(ε − ε_n − ε_out − ε_sel)/d``. docs/proofs/mean.md §11."""
-    from .mean import _frac
+    from .mean import _SHARE_COUNT, _frac
 
-    return _budget(_frac(epsilon), _frac(delta), int(d), bool(low))
+    return _budget(_frac(epsilon), _frac(delta), int(d), bool(low), (constants_key(), _SHARE_COUNT))
 
 
 def coordinate_loss(epsilon: Any, delta: Any, low: bool = False) -> tuple[Fraction, Fraction]:
