@@ -9,8 +9,8 @@ docs/proofs/mean.md §11. Budget (:func:`coordinate_budget`, public: ε, δ, d a
 ``n̂·ε/d < COORD_LOW``): ε/40 for the count ``n̂``, ε/40 for a noisy count of the rows outside the
 clipping box, ``ε_sel`` = :data:`COORD_SHARE_SELECT` of ε (:data:`COORD_SHARE_SELECT_LOW` below
 COORD_LOW) for all the selections as ONE group of exponential mechanisms composed in zCDP
-(``ρ = rho_for(ε_sel, δ/2)``, ``ρ/d`` per column split by :data:`COORD_SHARES`; an exponential
-mechanism at ε is ε²/8-zCDP), and the rest, pure, for the d clipped sums. Per column ``j``:
+(``ρ = rho_for(ε_sel, δ/2)``, ``ρ/d`` per column split in fifths by :data:`COORD_SHARES`; an
+exponential mechanism at ε is ε²/8-zCDP), and the rest, pure, for the d clipped sums. Per column ``j``:
 
 1. an octave cell (location first): the exponential mechanism (Δ = 1) on :func:`cell_utility`
    over the public partition :func:`octave_cells` ``(CELL_E_MIN)`` (all of the floats), base
@@ -23,8 +23,12 @@ mechanism at ε is ε²/8-zCDP), and the rest, pure, for the d clipped sums. Per
    each splits the cell into :data:`COORD_BRANCH` subcells (plus one on each side) and picks one
    (exponential mechanism, cell utility, ρ_levels/L_j each); the center is the last cell's midpoint;
 4. for columns with ``L_j >= 1`` a second spread ``s2`` around the refined center (as step 2);
-5. the sum of ``x_ij − c_j`` clipped to ``[−R_j, R_j]``, ``R_j = K·s_j`` on the radius grid,
-   discrete Laplace on its grid (``_noisy_clipped_release`` with d = 1); mean ``c_j + sum_j/n̂``.
+5. the clip multiple ``K_j`` from the public ladder :data:`COORD_CLIP_KS` (1.25 … 7): the
+   exponential mechanism on :func:`clip_utility` (minus the rows beyond ``K_i·s_j``; monotone,
+   Δ = 1: weights ``exp(ε·u)``), base measure :func:`clip_log_prior` (the public noise cost of
+   the radius); then the sum of ``x_ij − c_j`` clipped to ``[−R_j, R_j]``, ``R_j = K_j·s_j`` on
+   the radius grid, discrete Laplace on its grid (``_noisy_clipped_release`` with d = 1); mean
+   ``c_j + sum_j/n̂``. (A fixed K = 7 clipped a 0/1 column at 7–16× its range: issue 11.)
 
 If some ``L_j > COORD_LEVELS`` or a refined cell stays wider than :data:`COORD_SWITCH_WIDTH`
 second spreads (data far from 0 relative to their spread: 1e6 ± 1), and the FriendlyCore plan could
@@ -100,10 +104,10 @@ COORD_SWITCH_WIDTH = 2.0
 COORD_SPREAD_TOL = 4
 #: The octave cells of step 1 start at ``[−2^{CELL_E_MIN}, 2^{CELL_E_MIN})`` (around 0).
 CELL_E_MIN = -1022
-#: Clipping half-width in released spreads (``R_j = K·s_j``; ``s_j`` is 1 … 2^(5/4) times the
-#: untied median distance to the center, about 0.67σ for Gaussian data: R about 4.7σ … 11σ).
-#: Measured against K = 8 and 10 (40 runs; N(7, 1), Exp(1), lattice, diabetes, cars): 7 was best
-#: or within the runs' noise everywhere.
+#: The largest clipping half-width in released spreads (``R_j = K·s_j``; ``s_j`` is 1 … 2^(5/4)
+#: times the untied median distance to the center, about 0.67σ for Gaussian data: R about
+#: 4.7σ … 11σ). Until the clip-multiple step it was the only one; then measured against K = 8 and
+#: 10 (40 runs; N(7, 1), Exp(1), lattice, diabetes, cars): 7 was best or within the runs' noise.
 COORD_K = 7.0
 #: The public ladder of clip multiples of step 5 (``R_j = K_i·s_j``, one chosen per column by
 #: the exponential mechanism on :func:`clip_utility`); its top is COORD_K. A fixed K = 7 was 7–16
