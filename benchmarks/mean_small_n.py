@@ -16,6 +16,13 @@ only). Every column of a run gets the same generator seed (common random numbers
 
 ``--bias`` prints instead, per set, the ``forced`` plan's mean signed error (SE) over the runs at
 the given ε (use ε = 100: the noise is then negligible and what is left is bias).
+
+``--table`` (issue 11, bounded columns) prints instead, for the 3-column tables of
+:data:`TABLES` (a bounded column — 0/1 with p = 0.3 or 0.05, Likert 1..5, uniform[0, 1] — next
+to N(50, 10) and 100·Exp(1)) at each n, per column the median |error| over the runs divided by the
+range oracle's (⊥ counts as infinite), the plans as shipped, fresh data per run:
+
+    PYTHONPATH=src python benchmarks/mean_small_n.py --table --runs 40 --n 300,1000 --seed 11
 """
 
 from __future__ import annotations
@@ -50,6 +57,31 @@ def sample(name: str, n: int, d: int, g: np.random.Generator) -> np.ndarray:
     raise ValueError(name)
 
 
+#: --table: the bounded first column of each 3-column table (the others N(50, 10), 100·Exp(1)).
+TABLES = {
+    "binary p=0.3": lambda n, g: g.binomial(1, 0.3, n).astype(np.float64),
+    "binary p=0.05": lambda n, g: g.binomial(1, 0.05, n).astype(np.float64),
+    "likert 1..5": lambda n, g: g.choice(np.arange(1.0, 6.0), size=n, p=[0.1, 0.2, 0.3, 0.25, 0.15]),
+    "uniform[0,1]": lambda n, g: g.uniform(size=n),
+}
+
+
+def table_cell(name: str, n: int, args: argparse.Namespace) -> list[str]:
+    ss = np.random.SeedSequence([args.seed, n, sum(map(ord, name))])
+    data_g, oracle_g, run_g = (np.random.default_rng(s) for s in ss.spawn(3))
+    err, orc = [], []
+    for _ in range(args.runs):
+        x = np.column_stack([TABLES[name](n, data_g), data_g.normal(50.0, 10.0, n),
+                             100.0 * data_g.exponential(size=n)])
+        xbar = x.mean(axis=0)
+        orc.append(np.abs(range_oracle(x, args.eps, oracle_g) - xbar))
+        m, _ = run_config({}, x, args.eps, np.random.default_rng(int(run_g.integers(2**63))))
+        err.append(np.full(3, np.inf) if m is None else np.abs(m - xbar))
+    ratio = np.median(np.array(err), axis=0) / np.median(np.array(orc), axis=0)
+    bottoms = int(sum(np.isinf(e).any() for e in err))
+    return [name, str(n)] + [f"{v:.2f}" for v in ratio] + [f"{bottoms}/{args.runs}"]
+
+
 def run_config(settings: dict, x: np.ndarray, eps: float, gen: np.random.Generator):
     saved = {k: getattr(S, k) for k in settings}
     try:
@@ -71,7 +103,17 @@ def main() -> None:
     ap.add_argument("--sets", default="normal,exponential,lattice,mixed")
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--bias", action="store_true")
+    ap.add_argument("--table", action="store_true")
     args = ap.parse_args()
+    if args.table:
+        print(f"eps={args.eps} delta={DELTA} runs={args.runs} seed={args.seed} (median |error| / range oracle's)")
+        head = ["bounded column", "n", "bounded/oracle", "N(50, 10)/oracle", "100·Exp(1)/oracle", "⊥"]
+        print("| " + " | ".join(head) + " |")
+        print("|" + "---|" * len(head))
+        for name in TABLES:
+            for n in [int(v) for v in args.n.split(",")]:
+                print("| " + " | ".join(table_cell(name, n, args)) + " |", flush=True)
+        return
     configs = {"forced": CONFIGS["forced"]} if args.bias else CONFIGS
     print(f"eps={args.eps} delta={DELTA} runs={args.runs} seed={args.seed}"
           + (" (bias: forced plan, mean signed error)" if args.bias else ""))

@@ -69,8 +69,8 @@ def test_budget_known_answers_and_charge():
         assert (b.eps_n, b.eps_out, b.eps_sel, b.delta_sel) == (Fraction(1, 40), Fraction(1, 40), sel, dlt / 2)
         assert b.eps_sum == eps_sum and b.eps_n + b.eps_out + b.eps_sel + 3 * b.eps_sum == 1
         assert b.rho == rho_for(sel, dlt / 2) and zcdp_to_epsilon(b.rho, dlt / 2) <= sel
-        per = b.rho / 3 / 4  # COORD_SHARES: a quarter each of ρ/d
-        for e in (b.e_cell, b.e_s1, b.e_s2):
+        per = b.rho / 3 / 5  # COORD_SHARES: a fifth each of ρ/d (cell, s1, levels, s2, clip multiple)
+        for e in (b.e_cell, b.e_s1, b.e_s2, b.e_clip):
             assert e * e / 8 <= per and float(e) > 0.99 * math.sqrt(8 * float(per))
         assert b.rho_levels == per and 2 * b.level_epsilon(2) ** 2 / 8 <= per
         eps_c, dlt_c = S.coordinate_loss(one, dlt, low)

@@ -200,12 +200,20 @@ def test_steps_match_coordinate_mean_calls(monkeypatch):
     c1 = lo[k_c] + (hi[k_c] - lo[k_c]) / 2
     u, mu = spread_step(x, c1, float(S._octave(np.array([c1]))[0]))
     assert np.array_equal(u_1, u) and np.array_equal(mu_1, mu) and e_1 == b.e_s1
-    *levels, (u_2, mu_2, e_2, _) = rest
+    *levels, (u_2, mu_2, e_2, _), (u_k, mu_k, e_k, _) = rest
     assert len(levels) == 2 and all(lv[0].size == S.COORD_BRANCH + 1 and (lv[1] == 1).all()
                                     and lv[2] == b.level_epsilon(2) for lv in levels)
     s1 = S.positive_grid()[k_1]
     u, mu = spread_step(x, float(out["center"][0]), float(S._octave(np.array([s1]))[0]))
     assert np.array_equal(u_2, u) and np.array_equal(mu_2, mu) and e_2 == b.e_s2
+    # step 5, the clip multiple (test_fc_mean_coordinate_clip.py): weights exp(ε_clip·u)
+    radii = S.clip_candidates(out["spread"])[0]
+    xs = np.sort(x)
+    o = S.clip_outside_counts(np.searchsorted(xs, out["center"][0] - radii, side="left"),
+                              np.searchsorted(xs, np.nextafter(out["center"][0] + radii, np.inf), side="left"), x.size)
+    assert np.array_equal(u_k, S.clip_utility(o)) and e_k == 2 * b.e_clip
+    assert np.array_equal(mu_k, S.base_measure(S.clip_log_prior(b.e_clip, b.eps_sum)))
+    assert out["radii"][0] in radii.tolist()
 
 
 # ------------------------------------------------------------ found while auditing: a tiny ε

@@ -104,7 +104,16 @@ def test_penguins_year_flipper_released(plan, monkeypatch):
     x = penguins_year_flipper()
     if plan == "friendlycore":
         monkeypatch.setattr(S, "COORD_SAMPLE", 0)  # the §2b scale step runs
+    seen = []  # the coordinate plan's released values (its release's scales are K_j·s_j, §11)
+
+    def spy(*args, **kw):
+        out = S.coordinate_mean(*args, **kw)
+        seen.append(out)
+        return out
+
+    monkeypatch.setattr(M, "coordinate_mean", spy)
     for seed in range(5):
+        seen.clear()
         rel = private_mean(x, epsilon=10.0, delta=1e-6, rng=seed)
         err = None if not rel.ok else np.abs(rel.mean - x.mean(0))
         print(f"seed={seed} plan={plan} ok={rel.ok} clip_rule={rel.clip_rule} "
@@ -113,8 +122,12 @@ def test_penguins_year_flipper_released(plan, monkeypatch):
         assert rel.scales is not None
         if plan == "friendlycore":
             assert rel.scales[0] == 1.0  # year's differences: 0, 1, 2
-        else:  # the untied distances of 2007–2009 to the refined center: a spread of 2^(-1/2) … 2
-            assert 2.0**-0.5 <= rel.scales[0] <= 2.0, rel.scales
+        else:  # the untied distances of 2007–2009 to the refined center (2008.5 at these seeds:
+            # median 0.5, good spreads 0.5 … 0.5·2^(5/4)): a spread of 2^(-1) … 2 (was 2^(-1/2) … 2,
+            # a band of the draws before the clip-multiple step, which re-split the selections' ρ)
+            spread = seen[-1]["spread"]
+            assert 2.0**-1 <= spread[0] <= 2.0, spread
+            assert np.array_equal(rel.scales, seen[-1]["multiple"] * spread)
         if plan == "coordinate":
             assert rel.clip_rule == "coordinate"  # no switch to the FriendlyCore plan
         assert err[0] < 0.15 and err[1] < 2.0, err

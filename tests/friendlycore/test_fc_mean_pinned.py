@@ -10,6 +10,11 @@ bins and friend counts (d = 24), the small-sample shares, a given radius with La
 duplicate rows (occurrence indices of the row hash) and user level (units). Deterministic (no
 false failures: the digests are of exact integers and floats). Negative control: the same digest
 of a release with another seed differs (the harness can tell releases apart).
+
+Re-pinned since: ``coordinate_d2`` and ``units_d2`` (the two releases of the coordinate plan)
+at the clip-multiple step of issue 11 (docs/proofs/mean.md §11, step 5: a new selection, the
+selections' ρ/d split in fifths, ``radius = clip_radius = 1`` and ``scales`` = the clip
+half-widths); every other digest is still 2dd438f's.
 """
 
 from __future__ import annotations
@@ -39,9 +44,9 @@ PINNED = {
         "-0x1.ae86c9801206ap+10"
     ),
     "coordinate_d2": (
-        "55c942e50e594a5dec18944f6477c96f",
+        "38dde947457dc0fc24544f29d150a4d2",  # re-pinned: the coordinate plan's clip-multiple step
         "coordinate",
-        "0x1.c2dc52010d244p+2"
+        "0x1.bf4cd02a0daadp+2"
     ),
     "handover_d2_far": (
         "09b268752d444f06cd46987423ecdfaa",
@@ -74,9 +79,9 @@ PINNED = {
         "0x1.41a804bb4ce71p+1"
     ),
     "units_d2": (
-        "b9ef99efd1cd94faceb3eb92a2438a1c",
+        "2080a98ef14d0815d0b43ce89ec5c08e",  # re-pinned: the coordinate plan's clip-multiple step
         "coordinate",
-        "0x1.902b16b16b16bp+6"
+        "0x1.9018768768768p+6"
     ),
     "fc_d10_scales": (
         "5e130ff797f204f357056e6417895e53",

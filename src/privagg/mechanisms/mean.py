@@ -88,7 +88,7 @@ from ..friendlycore.filter import alpha_fraction, core_mask
 from ..friendlycore.predicates import ball
 from ..engines.base import PointSource
 from . import mean_small
-from .mean_small import COORD_K, coordinate_mean
+from .mean_small import coordinate_mean
 
 __all__ = ["CALIBRATIONS", "MeanPlan", "MeanRelease", "estimate_schedule", "mean_plan", "mean_privacy_loss",
            "private_mean", "rho_for"]
@@ -508,7 +508,7 @@ class MeanRelease:
         The end-to-end guarantee (add/remove neighbours), at most the requested budget.
     radius : float or None
         The friendship radius used (given, or privately selected; None if selection failed);
-        the coordinate plan (``clip_rule == "coordinate"``): ``COORD_K`` = 7 (spreads).
+        the coordinate plan (``clip_rule == "coordinate"``): 1 (in units of ``scales``).
     secure : bool
         Noise drawn from the secure generator.
     privacy_loss : PrivacyLoss
@@ -516,8 +516,9 @@ class MeanRelease:
     calibration : str
     clip_radius : float or None
         The clipping radius R of the final sum (public given the earlier releases; None on ⊥).
-        The coordinate plan: ``COORD_K`` = 7, in units of ``scales`` (coordinate j is clipped to
-        ``|x_j − center_j| <= R_j``, ``R_j`` = 7·``scales[j]`` rounded up to the radius grid).
+        The coordinate plan: 1, in units of ``scales`` (coordinate j is clipped to
+        ``|x_j − center_j| <= R_j``, ``R_j`` = ``scales[j]`` rounded up to the radius grid; there
+        ``scales[j] = K_j·s_j``, the released spread times the released clip multiple, §11).
     center : numpy.ndarray or None
         The released center ĉ of the final clipping ball (None on ⊥).
     reason : str or None
@@ -536,15 +537,16 @@ class MeanRelease:
         ``"tail"`` (the radius leaves about τ rows outside), ``"robust"`` (a mass of rows far
         beyond the located cluster: median-distance clip, biased by design towards the cluster)
         or ``"coordinate"`` (the small-sample coordinate plan, :mod:`privagg.mechanisms.mean_small`,
-        docs/proofs/mean.md §11: a box of 7 spreads per coordinate).
+        docs/proofs/mean.md §11: a box of ``scales[j]`` per coordinate).
     scales : numpy.ndarray or None
         The released per-column scales ``s_j`` (powers of two), when the per-column scale step
         ran (``radius=None``, d >= 2, ``n̂·ε/(10d) >= SCALE_MIN = 150``): the mean was computed on
         ``x_j/s_j`` and scaled back, so ``radius`` and ``clip_radius`` are in those standardized
         units (the clipping region is the ellipsoid ``‖(x − center)/s‖ <= clip_radius``). The
-        coordinate plan (``clip_rule == "coordinate"``): the released spreads ``s_j`` on the grid
-        ``2^{k/4}`` (not powers of two), one per coordinate, d >= 1; the clipping region is the
-        box above. None otherwise (one isotropic ball in the data's units).
+        coordinate plan (``clip_rule == "coordinate"``): the released clip half-widths
+        ``K_j·s_j`` (a spread on the grid ``2^{k/4}`` times a multiple of the public ladder
+        ``mean_small.COORD_CLIP_KS``; not powers of two), one per coordinate, d >= 1; the clipping
+        region is the box above. None otherwise (one isotropic ball in the data's units).
     unit : str or None
         User level (``units`` given; docs/proofs/mean.md §10): the privacy unit — a Series'
         name, else ``"units"`` (the CLI: the ``--privacy-unit`` column) — whose rows were reduced
@@ -953,9 +955,9 @@ def _private_mean(source: PointSource, epsilon: Any, delta: Any, radius: Any, al
                                 m_locate, coordinate=False)
             return dataclasses.replace(rel, epsilon=eps_out, delta=delta_out, privacy_loss=loss)
         noise = out["noise"][:3] + (float(1 / plan.eps_count),) + out["noise"][4:]
-        return MeanRelease(True, out["mean"], eps_out, delta_out, COORD_K, secure, loss, calibration,
-                           COORD_K, out["center"], None, n_hat, out["outside"], out["outside_sd"],
-                           "coordinate", noise, out["spread"])
+        return MeanRelease(True, out["mean"], eps_out, delta_out, 1.0, secure, loss, calibration,
+                           1.0, out["center"], None, n_hat, out["outside"], out["outside_sd"],
+                           "coordinate", noise, out["clip_scale"])
     small = n_hat * _frac(epsilon) < SMALL_SAMPLE  # public: functions of the released n̂
     scale = r is None and d >= 2 and n_hat * _frac(epsilon) * SHARE_SCALE / d >= SCALE_MIN
     if small or scale:

@@ -9,8 +9,8 @@ docs/proofs/mean.md §11. Budget (:func:`coordinate_budget`, public: ε, δ, d a
 ``n̂·ε/d < COORD_LOW``): ε/40 for the count ``n̂``, ε/40 for a noisy count of the rows outside the
 clipping box, ``ε_sel`` = :data:`COORD_SHARE_SELECT` of ε (:data:`COORD_SHARE_SELECT_LOW` below
 COORD_LOW) for all the selections as ONE group of exponential mechanisms composed in zCDP
-(``ρ = rho_for(ε_sel, δ/2)``, ``ρ/d`` per column split by :data:`COORD_SHARES`; an exponential
-mechanism at ε is ε²/8-zCDP), and the rest, pure, for the d clipped sums. Per column ``j``:
+(``ρ = rho_for(ε_sel, δ/2)``, ``ρ/d`` per column split in fifths by :data:`COORD_SHARES`; an
+exponential mechanism at ε is ε²/8-zCDP), and the rest, pure, for the d clipped sums. Per column ``j``:
 
 1. an octave cell (location first): the exponential mechanism (Δ = 1) on :func:`cell_utility`
    over the public partition :func:`octave_cells` ``(CELL_E_MIN)`` (all of the floats), base
@@ -23,8 +23,12 @@ mechanism at ε is ε²/8-zCDP), and the rest, pure, for the d clipped sums. Per
    each splits the cell into :data:`COORD_BRANCH` subcells (plus one on each side) and picks one
    (exponential mechanism, cell utility, ρ_levels/L_j each); the center is the last cell's midpoint;
 4. for columns with ``L_j >= 1`` a second spread ``s2`` around the refined center (as step 2);
-5. the sum of ``x_ij − c_j`` clipped to ``[−R_j, R_j]``, ``R_j = K·s_j`` on the radius grid,
-   discrete Laplace on its grid (``_noisy_clipped_release`` with d = 1); mean ``c_j + sum_j/n̂``.
+5. the clip multiple ``K_j`` from the public ladder :data:`COORD_CLIP_KS` (1.25 … 7): the
+   exponential mechanism on :func:`clip_utility` (minus the rows beyond ``K_i·s_j``; monotone,
+   Δ = 1: weights ``exp(ε·u)``), base measure :func:`clip_log_prior` (the public noise cost of
+   the radius); then the sum of ``x_ij − c_j`` clipped to ``[−R_j, R_j]``, ``R_j = K_j·s_j`` on
+   the radius grid, discrete Laplace on its grid (``_noisy_clipped_release`` with d = 1); mean
+   ``c_j + sum_j/n̂``. (A fixed K = 7 clipped a 0/1 column at 7–16× its range: issue 11.)
 
 If some ``L_j > COORD_LEVELS`` or a refined cell stays wider than :data:`COORD_SWITCH_WIDTH`
 second spreads (data far from 0 relative to their spread: 1e6 ± 1), and the FriendlyCore plan could
@@ -77,8 +81,9 @@ COORD_MIN = 20
 COORD_MIN_COUNT = 200
 #: Share of ε of the noisy count of rows outside the clipping box.
 COORD_SHARE_OUTSIDE = Fraction(1, 40)
-#: Shares of each column's ρ/d: octave cell, first spread, all refinement levels, second spread.
-COORD_SHARES = (Fraction(1, 4), Fraction(1, 4), Fraction(1, 4), Fraction(1, 4))
+#: Shares of each column's ρ/d: octave cell, first spread, all refinement levels, second spread,
+#: clip multiple (step 5; until issue 11's bounded-column fix a quarter each of the first four).
+COORD_SHARES = (Fraction(1, 5), Fraction(1, 5), Fraction(1, 5), Fraction(1, 5), Fraction(1, 5))
 #: Share of ε of the selections (one ρ-zCDP group) and of δ for its conversion; below
 #: ``n̂·ε/d < COORD_LOW`` (public) the selections get COORD_SHARE_SELECT_LOW (measured, 40 runs,
 #: ε = 1, ratio to the range oracle: at n̂ε/d = 30 (d = 10, n = 300) 3/5 gave 1.4–1.7 against 3.0
@@ -99,11 +104,19 @@ COORD_SWITCH_WIDTH = 2.0
 COORD_SPREAD_TOL = 4
 #: The octave cells of step 1 start at ``[−2^{CELL_E_MIN}, 2^{CELL_E_MIN})`` (around 0).
 CELL_E_MIN = -1022
-#: Clipping half-width in released spreads (``R_j = K·s_j``; ``s_j`` is 1 … 2^(5/4) times the
-#: untied median distance to the center, about 0.67σ for Gaussian data: R about 4.7σ … 11σ).
-#: Measured against K = 8 and 10 (40 runs; N(7, 1), Exp(1), lattice, diabetes, cars): 7 was best
-#: or within the runs' noise everywhere.
+#: The largest clipping half-width in released spreads (``R_j = K·s_j``; ``s_j`` is 1 … 2^(5/4)
+#: times the untied median distance to the center, about 0.67σ for Gaussian data: R about
+#: 4.7σ … 11σ). Until the clip-multiple step it was the only one; then measured against K = 8 and
+#: 10 (40 runs; N(7, 1), Exp(1), lattice, diabetes, cars): 7 was best or within the runs' noise.
 COORD_K = 7.0
+#: The public ladder of clip multiples of step 5 (``R_j = K_i·s_j``, one chosen per column by
+#: the exponential mechanism on :func:`clip_utility`); its top is COORD_K. A fixed K = 7 was 7–16
+#: times the range of a 0/1 column (``s_j`` about 1 there): 3.6–8.5× the range oracle (issue 11).
+COORD_CLIP_KS = (1.25, 2.0, 3.0, 5.0, 7.0)
+#: The public cost of a clip multiple K in rows: ``COORD_CLIP_COST·K/ε_sum`` (about the noise of
+#: the clipped sum, ``√2·K·s/ε_sum``, in units of the spread s, against one clipped row's bias,
+#: about s): the base measure of step 5 is ``exp(−ε_clip·COORD_CLIP_COST·K/(2·ε_sum))``.
+COORD_CLIP_COST = 1.4
 #: Subcells per refinement level, and the most levels the plan runs before it switches to the
 #: FriendlyCore plan (when that plan cannot release at n̂, it runs COORD_LEVELS levels instead).
 COORD_BRANCH = 32
@@ -153,6 +166,39 @@ def centred_spread_utility(below_hi: np.ndarray, below_lo: np.ndarray, n: int) -
     below = np.zeros_like(c)  # C_{k−1−tol}, 0 below the grid (then 2·0 − n − Z < 0: never binds)
     below[..., j:] = c[..., :-j]
     return -np.maximum(np.maximum(t2 - 2 * c, 2 * below - t2), 0)
+
+
+def clip_outside_counts(below_lo: np.ndarray, below_hi_up: np.ndarray, n: int) -> np.ndarray:
+    """``O_i = #{|x − c| > R_i}`` from ``#{x < c − R_i}`` and ``#{x < nextafter(c + R_i, ∞)}`` (=
+    ``#{x <= c + R_i}``; :meth:`~privagg.engines.base.PointSource.below_counts`), n the true count."""
+    return (np.int64(n) - np.asarray(below_hi_up, dtype=np.int64)) + np.asarray(below_lo, dtype=np.int64)
+
+
+def clip_utility(outside: np.ndarray) -> np.ndarray:
+    """Step 5's utility of the clip multiples ``K_i``: ``u_i = −O_i``, minus the number of rows
+    the radius ``R_i = K_i·s`` would clip (:func:`clip_outside_counts`). Adding a row moves n by 1
+    and each ``#{c − R_i <= x <= c + R_i}`` by 0 or 1, so each ``O_i`` by 0 or 1: sensitivity 1
+    (docs/proofs/mean.md §11). It is monotone: on a neighbour every ``u_i`` moves the same way
+    (all by 0 or −1 when a row is added), so the weights ``μ_i·exp(ε·u_i)`` (not ``exp(ε·u_i/2)``)
+    give an ε-bounded-range mechanism: ``ln P(i|D)/P(i|D')`` varies over i by at most ε·1. The
+    public cost of a larger radius is the base measure (:func:`clip_log_prior`)."""
+    return -np.asarray(outside, dtype=np.int64)
+
+
+def clip_log_prior(e_clip: Fraction, eps_sum: Fraction) -> np.ndarray:
+    """``ln μ_i = −ε_clip·COORD_CLIP_COST·K_i/ε_sum`` over :data:`COORD_CLIP_KS` (public): with
+    the weights ``exp(ε_clip·u_i)`` of step 5 (a monotone utility, :func:`clip_utility`), the
+    exponential mechanism on ``−O_i − COORD_CLIP_COST·K_i/ε_sum`` (clipped rows against the
+    clipped sum's noise in rows, both in units of the spread), the public part as base measure."""
+    lam = COORD_CLIP_COST / float(eps_sum)
+    return -float(e_clip) * lam * np.asarray(COORD_CLIP_KS, dtype=np.float64)
+
+
+def clip_candidates(spread: np.ndarray) -> np.ndarray:
+    """The public candidate radii ``_grid_up(K_i·s_j)`` (d, len(COORD_CLIP_KS))."""
+    from .mean import _grid_up
+
+    return np.array([[_grid_up(k * s) for k in COORD_CLIP_KS] for s in np.asarray(spread).tolist()])
 
 
 def _octave(v: np.ndarray) -> np.ndarray:
@@ -219,6 +265,7 @@ class CoordinateBudget:
     e_s1: Fraction  #: ... of the first spread
     rho_levels: Fraction  #: ρ of all refinement levels of a column together (split over L_j)
     e_s2: Fraction  #: ... of the second spread
+    e_clip: Fraction  #: ... of the clip multiple (step 5)
 
     def level_epsilon(self, levels: int) -> Fraction:
         """The exponential mechanism's ε of each of ``levels`` refinement levels."""
@@ -252,9 +299,10 @@ def _budget(epsilon: Fraction, delta: Fraction, d: int, low: bool, _key: tuple) 
     rho = rho_for(eps_sel, delta_sel)
     eps_sum = (epsilon - eps_n - eps_out - eps_sel) / d
     rho_j = rho / d
-    a_cell, a_s1, a_lv, a_s2 = COORD_SHARES
+    a_cell, a_s1, a_lv, a_s2, a_clip = COORD_SHARES
     return CoordinateBudget(eps_n, eps_out, eps_sel, delta_sel, rho, eps_sum, em_epsilon(rho_j * a_cell),
-                            em_epsilon(rho_j * a_s1), rho_j * a_lv, em_epsilon(rho_j * a_s2))
+                            em_epsilon(rho_j * a_s1), rho_j * a_lv, em_epsilon(rho_j * a_s2),
+                            em_epsilon(rho_j * a_clip))
 
 
 def coordinate_budget(epsilon: Any, delta: Any, d: int, low: bool = False) -> CoordinateBudget:
@@ -262,7 +310,7 @@ def coordinate_budget(epsilon: Any, delta: Any, d: int, low: bool = False) -> Co
     ``ε_out = ε/40``, the selections (:data:`COORD_SHARE_SELECT` of ε, or
     :data:`COORD_SHARE_SELECT_LOW` when ``low``, with ``δ_sel = δ·COORD_DELTA_SHARE``) as one
     group of ρ-zCDP exponential mechanisms, ``ρ = rho_for(ε_sel, δ_sel)``, ``ρ/d`` per column split
-    by :data:`COORD_SHARES` (cell, first spread, all levels, second spread); each column's clipped
+    by :data:`COORD_SHARES` (cell, first spread, all levels, second spread, clip multiple); each column's clipped
     sum gets the pure ``(ε − ε_n − ε_out − ε_sel)/d``. docs/proofs/mean.md §11."""
     from .mean import _SHARE_COUNT, _frac
 
@@ -349,7 +397,7 @@ def plan_possible(epsilon: Fraction, delta: Any = Fraction(1, 10**6)) -> bool:
         return False
     for low in (False, True):
         b = coordinate_budget(epsilon, delta, max(COORD_DMAX, 1), low)
-        if not min(b.e_cell, b.e_s1, b.e_s2, b.level_epsilon(COORD_LEVELS)) > 0:
+        if not min(b.e_cell, b.e_s1, b.e_s2, b.e_clip, b.level_epsilon(COORD_LEVELS)) > 0:
             return False
     return True
 
@@ -396,7 +444,7 @@ def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Genera
     0 relative to their spread: the caller then switches to the FriendlyCore plan with
     :func:`switch_budget`). With ``may_switch=False`` (public: the caller's choice from n̂, when
     the switched plan could not release) it never returns None: at most COORD_LEVELS levels."""
-    from .mean import _finite, _grid_up, _noisy_clipped_release, _source, _sum_exponent
+    from .mean import _finite, _noisy_clipped_release, _source, _sum_exponent
 
     source = _source(x)
     n, d = source.count(), source.d
@@ -443,8 +491,23 @@ def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Genera
         with np.errstate(over="ignore", invalid="ignore"):
             if may_switch and bool(np.any(refined & ((b - a) > COORD_SWITCH_WIDTH * s2))):
                 return None  # the center is not resolved at the data's spread: far data
-    # 5. clipped sums, one coordinate at a time (discrete Laplace, ε_sum-DP each)
-    radii = np.array([_grid_up(COORD_K * s) for s in spread.tolist()])
+    # 5. the clip multiple per column: the exponential mechanism (Δ = 1) on −#{|x − c| > K_i·s}
+    #    over the public ladder COORD_CLIP_KS, base measure the public cost of the radius
+    cand = clip_candidates(spread)
+    with np.errstate(over="ignore", invalid="ignore"):
+        edges = [np.concatenate([center[j] - cand[j], np.nextafter(center[j] + cand[j], np.inf)])
+                 for j in range(d)]  # over columns
+    below = source.below_counts(edges)
+    k_n = len(COORD_CLIP_KS)
+    util = np.stack([clip_utility(clip_outside_counts(below[j][:k_n], below[j][k_n:], n))
+                     for j in range(d)])  # over columns
+    #    (monotone utility: weights exp(ε_clip·u), i.e. the sampler's exp(ε·u/2) at ε = 2·ε_clip)
+    pick = exponential_mechanism(util, base_measure(clip_log_prior(bud.e_clip, bud.eps_sum)),
+                                 2 * bud.e_clip, gen)
+    multiple = np.asarray(COORD_CLIP_KS, dtype=np.float64)[pick]
+    scale = multiple * spread  # released: R_j = _grid_up(scale_j) = cand[j, pick_j]
+    radii = cand[np.arange(d), pick]
+    # 5b. clipped sums, one coordinate at a time (discrete Laplace, ε_sum-DP each)
     mean = np.empty(d)
     params, steps_g = np.empty(d), np.empty(d)
     for j in range(d):  # over columns
@@ -457,7 +520,8 @@ def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Genera
     outside = out_rows + int(discrete_laplace(1 / bud.eps_out, rng=gen))
     q = math.exp(-float(bud.eps_out))
     h = np.ldexp(1.0, [_sum_exponent(float(r)) for r in radii])
-    return {"mean": mean, "center": center, "spread": spread, "radii": radii,
+    return {"mean": mean, "center": center, "spread": spread, "radii": radii, "multiple": multiple,
+            "clip_scale": scale,
             "outside": float(outside), "outside_sd": math.sqrt(2.0 * q) / (1.0 - q),
             "noise": ("laplace-coordinate", params, steps_g, None,
                       h / 2.0 + 8.0 * 2.0**-53 * radii, steps_g)}
