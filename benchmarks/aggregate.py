@@ -344,8 +344,9 @@ def relative_errors(estimate: dict[str, dict[Any, float]], truth: dict[str, dict
 
 
 # ---------------------------------------------------------------- utility methods
-def run_privagg(df: Any, bounds: tuple[float, float], unbounded: bool, public: bool, seed: int
-                ) -> dict[str, dict[Any, float]]:
+def run_privagg(df: Any, bounds: tuple[float, float], unbounded: bool, public: bool, seed: int,
+                weights: dict[str, Any] | None = None) -> dict[str, dict[Any, float]]:
+    """One privagg release; ``weights`` is passed to ``privagg.aggregate`` (None: its default split)."""
     import privagg
 
     lo, hi = bounds
@@ -357,7 +358,8 @@ def run_privagg(df: Any, bounds: tuple[float, float], unbounded: bool, public: b
     domain = sorted(set(df["g"].tolist())) if public else None
     needs_delta = unbounded or not public  # δ is only used by key selection and the unbounded mean
     release = privagg.aggregate(df, by="g", metrics=metrics, epsilon=EPSILON,
-                                delta=DELTA if needs_delta else 0.0, domain=domain, rng=seed)
+                                delta=DELTA if needs_delta else 0.0, domain=domain, rng=seed,
+                                weights=weights)
     res = release.to_pandas()
     keys = [str(k) for k in res["g"].tolist()]
     names = {"count": "count", "sum": "sum_v", "mean": "mean_v" if unbounded else "mean_v", "median": "q0.5_v"}

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+from fractions import Fraction
 import sys
 from pathlib import Path
 
@@ -158,3 +159,26 @@ def test_targets_verdicts_and_bootstrap_intervals() -> None:
     lo, hi = bench._boot_ratio([r["mean"] for r in ours], base, np.random.default_rng(7))
     assert 1.0 < lo <= 2.0 <= hi < 4.0
     assert "[" not in "".join(bench.targets(medians))  # no per-run values: no interval
+
+
+def test_run_privagg_passes_weights(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``run_privagg(..., weights=)`` (used by ``benchmarks/aggregate_qweight.py`` to compare the
+    quantile weight 1 with the default 3/2 at the same seed) reaches ``privagg.aggregate``: the
+    release's split is the old one with ``{"q0.5_v": 1}`` and the default (3/2) without."""
+    import pandas as pd
+
+    seen = []
+    real = privagg.aggregate
+
+    def spy(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        release = real(*args, **kwargs)
+        seen.append(release.split_exact)
+        return release
+
+    monkeypatch.setattr(privagg, "aggregate", spy)
+    df = pd.DataFrame({"g": ["a"] * 30 + ["b"] * 30, "v": np.linspace(0.0, 10.0, 60)})
+    for weights in ({"q0.5_v": 1}, None):
+        bench.run_privagg(df, (0.0, 10.0), True, True, bench.SEED, weights=weights)
+    old, new = (s["q0.5_v"][0] for s in seen)
+    assert (old, new) == (Fraction(1, 4), Fraction(1, 3))  # unbounded query, public keys: 4 steps
+    assert seen[0]["count"][0] == Fraction(1, 4) and seen[1]["count"][0] == Fraction(2, 9)
