@@ -13,8 +13,8 @@ public partitions (``--partitions private``: private key selection). Scored like
 95 % percentile-bootstrap interval of it, resampling the runs in pairs (same seed in both arms;
 2000 resamples, seed 7). The ε of each step of both splits is printed.
 
-Run: ``python benchmarks/aggregate_qweight.py --markdown`` (about 4 minutes on 2 shared cores
-at the defaults).
+Run: ``python benchmarks/aggregate_qweight.py --markdown`` (7.7 minutes on 2 shared,
+loaded cores at the defaults).
 """
 
 from __future__ import annotations
