@@ -46,7 +46,9 @@ utility
     as an infinite error; unreleased groups (private selection) are not scored, and the number of
     released groups is printed. Per run the median over groups; printed: the median over
     the runs (30 per method on each real table, 5 on the synthetic one — PipelineDP takes 2.5 s
-    per run there —, ``--runs`` for all) with seeds ``seed + run``. OpenDP draws from its own
+    per run there —, ``--runs`` for all) with seeds ``seed + run``; with private selection over
+    the runs that released at least one group, the number of runs that released none printed
+    after the released groups. OpenDP draws from its own
     system RNG (it has no seed); its runs are still independent releases. ``--partitions
     public`` runs the public-partition half only (the targets; OpenDP's private runs are slow).
     Targets (issue 13), public partitions: privagg's unbounded mean within 1.5× of the best
@@ -344,8 +346,9 @@ def relative_errors(estimate: dict[str, dict[Any, float]], truth: dict[str, dict
 
 
 # ---------------------------------------------------------------- utility methods
-def run_privagg(df: Any, bounds: tuple[float, float], unbounded: bool, public: bool, seed: int
-                ) -> dict[str, dict[Any, float]]:
+def run_privagg(df: Any, bounds: tuple[float, float], unbounded: bool, public: bool, seed: int,
+                weights: dict[str, Any] | None = None) -> dict[str, dict[Any, float]]:
+    """One privagg release; ``weights`` is passed to ``privagg.aggregate`` (None: its default split)."""
     import privagg
 
     lo, hi = bounds
@@ -357,7 +360,8 @@ def run_privagg(df: Any, bounds: tuple[float, float], unbounded: bool, public: b
     domain = sorted(set(df["g"].tolist())) if public else None
     needs_delta = unbounded or not public  # δ is only used by key selection and the unbounded mean
     release = privagg.aggregate(df, by="g", metrics=metrics, epsilon=EPSILON,
-                                delta=DELTA if needs_delta else 0.0, domain=domain, rng=seed)
+                                delta=DELTA if needs_delta else 0.0, domain=domain, rng=seed,
+                                weights=weights)
     res = release.to_pandas()
     keys = [str(k) for k in res["g"].tolist()]
     names = {"count": "count", "sum": "sum_v", "mean": "mean_v" if unbounded else "mean_v", "median": "q0.5_v"}
@@ -531,10 +535,12 @@ def utility_section(args: argparse.Namespace, out: Printer) -> dict[str, Any]:
             rows = []
             medians: dict[tuple[str, bool], dict[str, float]] = {}
             for (method, public), runs in sorted(results.items(), key=lambda kv: (not kv[0][1], kv[0][0])):
-                med = {m: float(np.median([r[2][m] for r in runs])) for m in METRICS}
+                med = {m: median_over_runs([r[2][m] for r in runs]) for m in METRICS}
                 medians[(method, public)] = med
+                empty = sum(r[1] == 0 for r in runs)  # private selection released no group: not scored
                 rows.append([method, "public" if public else "private",
-                             f"{statistics.median(r[1] for r in runs):g}/{len(sizes)}",
+                             f"{statistics.median(r[1] for r in runs):g}/{len(sizes)}"
+                             + (f" ({empty} of {len(runs)} runs: none)" if empty else ""),
                              *(_fmt(med[m]) for m in METRICS),
                              f"{statistics.median(r[0] for r in runs):.2f}"])
             out.table(["method", "partitions", "groups released", "count", "sum", "mean", "median", "s/run"], rows)
@@ -545,6 +551,15 @@ def utility_section(args: argparse.Namespace, out: Printer) -> dict[str, Any]:
             for line in targets(medians, per_run):
                 out.line(line)
     return summary
+
+
+def median_over_runs(scores: Sequence[float]) -> float:
+    """The median over the runs that released at least one group (a run that released none has no
+    error, NaN, and is left out: with ``np.median`` one such run made the whole cell NaN); NaN when
+    no run released a group. +inf (⊥) scores stay in."""
+    arr = np.asarray(scores, dtype=float)
+    arr = arr[~np.isnan(arr)]
+    return float(np.median(arr)) if arr.size else math.nan
 
 
 def _boot_ratio(a: Sequence[float], b: Sequence[float], rng: np.random.Generator) -> tuple[float, float]:
