@@ -26,30 +26,9 @@ import privagg
 from privagg.errors import ParameterError
 from privagg.mechanisms import histogram as H
 from privagg.noise.distributions import DiscreteGaussian
-from privagg.testing import wilson_interval
+from privagg.testing import RecordingLedger, unit_copies, wilson_interval
 
 ALPHA = 1e-6
-
-
-class _Ledger:
-    def __init__(self) -> None:
-        self.charges: list[tuple] = []
-
-    def charge(self, loss, *, mechanism, parameters):
-        import json
-
-        json.dumps(parameters, allow_nan=False)
-        self.charges.append((loss, parameters))
-
-
-def _copies(units_per_copy: np.ndarray, l0: int, rows: int) -> tuple[np.ndarray, np.ndarray]:
-    """Copy c (m_c units) has keys l0·c … l0·c + l0 − 1; each of its units holds all l0 keys,
-    ``rows`` rows each. Returns (keys, units)."""
-    m = np.asarray(units_per_copy, dtype=np.int64)
-    unit_copy = np.repeat(np.arange(m.size), m)
-    keys = (unit_copy[:, None] * l0 + np.arange(l0)[None, :]).repeat(rows, axis=1).ravel()
-    units = np.repeat(np.arange(unit_copy.size), l0 * rows)
-    return keys, units
 
 
 def test_known_answers_of_the_split_and_the_calibration():
@@ -82,7 +61,7 @@ def test_keep_rate_is_that_of_the_distinct_units():
     l0, linf, copies = 2, 3, 2000
     params = H.StableHistogramParams.build(1.0, 1e-6, "add_remove", total_epsilon_share=0, bounds=(l0, linf))
     n = H.gaussian_selection_params(params).threshold - 2
-    keys, units = _copies(np.full(copies, n), l0, linf)
+    keys, units = unit_copies(np.full(copies, n), l0, linf)
     r = privagg.stable_histogram(keys, units=units, epsilon=1.0, delta=1e-6, max_keys_per_unit=l0,
                                  max_rows_per_key=linf, total_epsilon_share=0, selection="gaussian", rng=seed)
     sel = r.selection_params
@@ -118,7 +97,7 @@ def test_gaussian_selection_audit_neighbouring_units(monkeypatch, control):
     n_of_copy = np.repeat(ns, per)
     rates = {}
     for extra in (0, 1):
-        keys, units = _copies(n_of_copy - 1 + extra, l0, linf)
+        keys, units = unit_copies(n_of_copy - 1 + extra, l0, linf)
         r = privagg.stable_histogram(keys, units=units, epsilon=eps, delta=delta, max_keys_per_unit=l0,
                                      max_rows_per_key=linf, total_epsilon_share=0, selection="gaussian",
                                      rng=seed + 10 * extra)
@@ -151,7 +130,7 @@ def test_new_keys_are_released_with_probability_at_most_delta(monkeypatch, lower
         orig = H.gaussian_selection_params
         monkeypatch.setattr(H, "gaussian_selection_params",
                             lambda p, **kw: dataclasses.replace(orig(p, **kw), threshold=orig(p, **kw).threshold - 1))
-    keys, units = _copies(np.ones(copies, dtype=np.int64), l0, linf)
+    keys, units = unit_copies(np.ones(copies, dtype=np.int64), l0, linf)
     r = privagg.stable_histogram(keys, units=units, epsilon=eps, delta=delta, max_keys_per_unit=l0,
                                  max_rows_per_key=linf, total_epsilon_share=0, selection="gaussian", rng=seed)
     some = np.unique(np.asarray(r.keys, dtype=np.int64) // l0).size
@@ -163,7 +142,7 @@ def test_new_keys_are_released_with_probability_at_most_delta(monkeypatch, lower
 def test_ledger_json_and_table_are_truthful():
     keys = np.repeat(np.arange(40), 300)
     units = np.arange(keys.size) % 6000
-    ledger = _Ledger()
+    ledger = RecordingLedger()
     r = privagg.stable_histogram(keys, units=units, epsilon=1.0, delta=1e-6, max_keys_per_unit=3,
                                  max_rows_per_key=2, selection="gaussian", rng=5, ledger=ledger)
     loss, entry = ledger.charges[-1]
@@ -189,7 +168,7 @@ def test_ledger_json_and_table_are_truthful():
 
 def test_api_errors_before_any_charge():
     k, u = np.arange(100) % 7, np.arange(100)
-    ledger = _Ledger()
+    ledger = RecordingLedger()
     with pytest.raises(ParameterError, match="selection"):  # user level only
         privagg.stable_histogram(k, epsilon=1.0, delta=1e-6, selection="gaussian", ledger=ledger)
     with pytest.raises(ParameterError, match="noise"):  # the counts are Laplace

@@ -25,33 +25,9 @@ from privagg.accounting import zcdp_to_epsilon
 from privagg.engines.counting import KeyCounts
 from privagg.errors import ParameterError
 from privagg.mechanisms import histogram as H
-from privagg.testing import wilson_interval
+from privagg.testing import RecordingLedger, unit_copies, wilson_interval
 
 ALPHA = 1e-6
-
-
-class _Ledger:
-    """Records the charges (loss, parameters); JSON-checks the parameters as a real ledger would."""
-
-    def __init__(self) -> None:
-        self.charges: list[tuple] = []
-
-    def charge(self, loss, *, mechanism, parameters):
-        import json
-
-        json.dumps(parameters, allow_nan=False)
-        self.charges.append((loss, parameters))
-
-
-def _copies(copies: int, l0: int, units_per_copy: np.ndarray, rows: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """Copy c (with m_c = units_per_copy[c] units) has keys l0·c … l0·c + l0 − 1; each of its units
-    holds all l0 keys with ``rows`` rows each. Returns (keys, units)."""
-    m = np.asarray(units_per_copy, dtype=np.int64)
-    assert m.size == copies
-    unit_copy = np.repeat(np.arange(copies), m)  # one entry per unit
-    keys = (unit_copy[:, None] * l0 + np.arange(l0)[None, :]).repeat(rows, axis=1).ravel()
-    units = np.repeat(np.arange(unit_copy.size), l0 * rows)
-    return keys, units
 
 
 # ------------------------------------------------------------------ selection="optimal", ℓ0 > 1
@@ -64,8 +40,8 @@ def test_optimal_l0_gt1_keeps_by_distinct_units_at_per_key_budget():
     seed = 4242
     print("seed", seed)
     eps, delta, l0, linf, n, copies = 1.0, 1e-3, 3, 2, 36, 2000
-    keys, units = _copies(copies, l0, np.full(copies, n), rows=linf)
-    ledger = _Ledger()
+    keys, units = unit_copies(np.full(copies, n), l0, rows=linf)
+    ledger = RecordingLedger()
     r = privagg.stable_histogram(keys, units=units, epsilon=eps, delta=delta, max_keys_per_unit=l0,
                                  max_rows_per_key=linf, selection="optimal", rng=seed, ledger=ledger)
     e_sel, d_sel = Fraction(9, 10) / (2 * l0), Fraction(delta) / l0
@@ -114,7 +90,7 @@ def test_optimal_audit_neighbouring_units(monkeypatch, understate):
     n_of_copy = np.repeat(ns, per)
     rates = {}
     for extra in (0, 1):  # D: n − 1 units per copy; D': n
-        keys, units = _copies(n_of_copy.size, l0, n_of_copy - 1 + extra)
+        keys, units = unit_copies(n_of_copy - 1 + extra, l0)
         r = privagg.stable_histogram(keys, units=units, epsilon=eps, delta=delta, max_keys_per_unit=l0,
                                      selection="optimal", rng=seed + 10 * extra)
         some = np.zeros(n_of_copy.size, dtype=bool)
@@ -135,7 +111,7 @@ def test_optimal_audit_neighbouring_units(monkeypatch, understate):
 
 def test_optimal_selection_validates_before_the_charge():
     k, u = np.arange(100) % 7, np.arange(100)
-    ledger = _Ledger()
+    ledger = RecordingLedger()
     with pytest.raises(ParameterError, match="epsilon"):  # ε_c/(2ℓ0) below the table's EPS_MIN
         privagg.stable_histogram(k, units=u, max_keys_per_unit=1 << 12, epsilon=1.0, delta=1e-6,
                                  selection="optimal", ledger=ledger)
@@ -237,8 +213,8 @@ def test_gaussian_counts_have_the_discrete_gaussian_variance(noise):
 
 
 def test_gaussian_release_fields_and_ledger_are_truthful():
-    keys, units = _copies(40, 16, np.full(40, 250))
-    ledger = _Ledger()
+    keys, units = unit_copies(np.full(40, 250), 16)
+    ledger = RecordingLedger()
     r = privagg.stable_histogram(keys, units=units, epsilon=1.0, delta=1e-6, max_keys_per_unit=16,
                                  noise="gaussian", rng=5, ledger=ledger)
     p = r.params

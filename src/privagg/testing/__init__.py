@@ -2,9 +2,11 @@
 
 Every tester here is itself tested both ways in ``tests/noise/test_testers.py``: it accepts a
 correct mechanism and rejects a deliberately broken one. This package imports scipy (a test
-dependency); the core package never imports it.
+dependency); the core package never imports it. ``fixtures`` holds two small helpers of the
+user-level histogram tests (a recording ledger, worst-case unit copies).
 """
 
+from .fixtures import RecordingLedger, unit_copies
 from .stats import (
     binomial_two_sided_p,
     chisquare_gof,
@@ -16,11 +18,13 @@ from .stats import (
 )
 
 __all__ = [
+    "RecordingLedger",
     "binomial_two_sided_p",
     "chisquare_gof",
     "discrete_gaussian_pmf",
     "discrete_laplace_pmf",
     "wilson_interval",
     "wilson_lower",
+    "unit_copies",
     "wilson_upper",
 ]

@@ -1,0 +1,31 @@
+"""Small fixtures shared by privagg's statistical tests of user-level releases."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+
+class RecordingLedger:
+    """A ledger stand-in: records every charge as ``(loss, parameters)`` in :attr:`charges` and
+    checks, as :class:`privagg.accounting.Ledger` does, that the parameters are JSON (no NaN)."""
+
+    def __init__(self) -> None:
+        self.charges: list[tuple[Any, dict]] = []
+
+    def charge(self, loss: Any, *, mechanism: str, parameters: dict) -> None:
+        json.dumps(parameters, allow_nan=False)
+        self.charges.append((loss, parameters))
+
+
+def unit_copies(units_per_copy: Any, l0: int, rows: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Keys and units of independent copies of one worst-case configuration: copy ``c`` (with
+    ``units_per_copy[c]`` units) has the keys ``l0·c … l0·c + l0 − 1`` and each of its units holds
+    all ``l0`` of them with ``rows`` rows each. Returns ``(keys, units)`` (int64, aligned)."""
+    m = np.asarray(units_per_copy, dtype=np.int64)
+    unit_copy = np.repeat(np.arange(m.size), m)  # one entry per unit
+    keys = (unit_copy[:, None] * l0 + np.arange(l0)[None, :]).repeat(rows, axis=1).ravel()
+    units = np.repeat(np.arange(unit_copy.size), l0 * rows)
+    return keys, units
