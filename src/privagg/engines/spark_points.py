@@ -163,9 +163,10 @@ BATCH_BYTES_MAX = 2**31 - 1
 def block_values(d: int, records_per_batch: int) -> int:
     """Values per block (:func:`_pack`) for rows of ``d`` doubles when Spark sends a task Arrow
     batches of ``records_per_batch`` rows (``spark.sql.execution.arrow.maxRecordsPerBatch``, public
-    configuration; ``<= 0``: unlimited, then Spark's byte limit per batch applies): at most
-    :data:`BLOCK_VALUES`, and at most :data:`BATCH_BYTES_MAX` bytes per batch of blocks (at the
-    default 10,000 records: 26,843 values, 210 KiB a block); at least one row a block. The
+    configuration): at most :data:`BLOCK_VALUES`, and at most :data:`BATCH_BYTES_MAX` bytes per
+    batch of blocks (at the default 10,000 records: 26,843 values, 210 KiB a block); at least one
+    row a block, so with rows wider than the bound, or with ``records_per_batch <= 0`` (Spark:
+    no record limit; the blocks stay at BLOCK_VALUES), no bound is guaranteed here. The
     block size changes neither the rows nor their order: the release is the same."""
     cap = BLOCK_VALUES if records_per_batch <= 0 else min(BLOCK_VALUES, BATCH_BYTES_MAX // (8 * records_per_batch))
     return max(int(d), cap)
