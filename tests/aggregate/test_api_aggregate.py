@@ -123,6 +123,25 @@ def test_domain_releases_every_key_in_order_and_drops_others(exact_metrics):
     assert r.to_polars().shape == (3, 7)
 
 
+@pytest.mark.parametrize("frame", [pd.DataFrame, pl.DataFrame, pa.table])
+def test_domain_as_a_table_of_the_by_columns(exact_metrics, frame):
+    """A DataFrame / arrow Table domain: its rows, the ``by`` columns picked by name (in ``by``'s
+    order, extra columns ignored); one without a ``by`` column is refused before anything runs.
+    (d33c5b7 raised AttributeError on a pandas DataFrame.)"""
+    one = privagg.aggregate(DF, by="k", metrics=[privagg.count()], epsilon=1,
+                            domain=frame({"other": [0, 1, 2], "k": ["c", "q", "a"]}), rng=0)
+    assert one.groups["k"].tolist() == ["c", "q", "a"] and one.groups["count"].tolist() == [1, 0, 3]
+    listed = privagg.aggregate(DF, by=["k", "j"], metrics=[privagg.count()], epsilon=1,
+                               domain=[tuple(t) for t in DF[["k", "j"]].dropna().drop_duplicates().values.tolist()],
+                               rng=0)
+    keys = listed.groups[["k", "j"]]
+    two = privagg.aggregate(DF, by=["k", "j"], metrics=[privagg.count()], epsilon=1,
+                            domain=frame({"j": keys["j"].tolist(), "k": keys["k"].tolist()}), rng=0)
+    assert two.groups.equals(listed.groups)
+    with pytest.raises(privagg.ParameterError, match="a table domain needs the columns"):
+        privagg.aggregate(DF, by="k", metrics=[privagg.count()], epsilon=1, domain=frame({"key": ["a"]}), rng=0)
+
+
 def test_selection_keys_sorted_canonically_null_keys_dropped(exact_metrics, keep_all):
     shuffled = DF.sample(frac=1.0, random_state=3)
     r = privagg.aggregate(shuffled, by="k", metrics=[privagg.count()], epsilon=1, delta=1e-6, rng=0)

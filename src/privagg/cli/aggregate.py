@@ -533,8 +533,13 @@ def _print_table(release: Any, *, file: Path, rows: int, privacy_unit: str | Non
     if any(k == "grid_cell" for k in kinds.values()):
         notes.append("[grid cell]: the quantile's neighbouring candidates (its resolution), not a "
                      "confidence interval")
+    for name in names:  # an unbounded quantile without a released count cannot mark small groups ⊥
+        need = (getattr(release, "extra", None) or {}).get(name, {}).get("rows_needed")
+        if need is not None and len(need) and "count" not in names:
+            notes.append(f"{name}: a group with fewer than about {int(need[0]):,} rows may be released far "
+                         "from its data (add --count: such groups are then marked ⊥)")
     for note in notes:
-        console.print(Text(note))
+        console.print(Text(visible(note)))
     for name in names:  # why groups are ⊥ (public sentences)
         if name + "_reason" in groups:
             reasons = groups[name + "_reason"].dropna().unique().tolist()

@@ -518,10 +518,34 @@ def _missing(v: Any) -> bool:
         return False
 
 
-def _check_domain(where: str, domain: Any, width: int) -> list[list[Any]] | None:
-    """The public domain as one list per ``by`` column (validated shape; cast later, in DuckDB)."""
+def _frame_rows(where: str, domain: Any, by: tuple[str, ...], rule: str) -> list[Any]:
+    """The rows of a pandas/polars DataFrame or pyarrow Table domain, its ``by`` columns in
+    ``by``'s order (keys, or ``len(by)``-tuples); a frame without every ``by`` column is refused."""
+    names = [str(c) for c in domain.columns] if hasattr(domain, "columns") else []
+    if type(domain).__module__.split(".")[0] == "pyarrow":
+        names = list(domain.column_names)
+    missing = [c for c in by if c not in names]
+    if missing:
+        raise fail(where, "domain", rule + f" (a table domain needs the columns {list(by)})",
+                   f"a table with columns {names}")
+    if type(domain).__module__.split(".")[0] == "pandas":
+        cols = [domain[c].tolist() for c in by]
+    elif type(domain).__module__.split(".")[0] == "polars":
+        cols = [domain.get_column(c).to_list() for c in by]
+    else:
+        cols = [domain.column(c).to_pylist() for c in by]
+    return cols[0] if len(by) == 1 else list(zip(*cols, strict=True))
+
+
+def _check_domain(where: str, domain: Any, by: tuple[str, ...]) -> list[list[Any]] | None:
+    """The public domain as one list per ``by`` column (validated shape; cast later, in DuckDB).
+
+    A list of keys (of ``len(by)``-tuples for several ``by`` columns), a numpy array, a pandas /
+    polars Series or pyarrow Array of keys, or a pandas / polars DataFrame or pyarrow Table holding
+    the ``by`` columns (its rows, in its order)."""
     if domain is None:
         return None
+    width = len(by)
     rule = ("a non-empty list of keys" if width == 1 else f"a non-empty list of {width}-tuples of keys") + \
         " (no None/NaN), in the order of the release"
     if isinstance(domain, (set, frozenset, dict, str, bytes)):
@@ -529,7 +553,10 @@ def _check_domain(where: str, domain: Any, width: int) -> list[list[Any]] | None
     if isinstance(domain, np.ndarray):
         domain = domain.tolist() if domain.ndim == 1 else [tuple(r) for r in domain.tolist()]
     elif type(domain).__module__.split(".")[0] in ("pandas", "polars", "pyarrow"):
-        domain = list(domain.to_list() if hasattr(domain, "to_list") else domain.to_pylist())
+        if hasattr(domain, "columns") or hasattr(domain, "column_names"):
+            domain = _frame_rows(where, domain, by, rule)
+        else:
+            domain = list(domain.to_list() if hasattr(domain, "to_list") else domain.to_pylist())
     if not isinstance(domain, (list, tuple, range)) or len(domain) == 0:
         raise fail(where, "domain", rule, domain)
     cols: list[list[Any]] = [[] for _ in range(width)]
@@ -587,9 +614,10 @@ def aggregate(
     epsilon, delta : float
         The whole release's budget, split across the steps (module docstring; ``weights``). δ > 0 is
         needed without a domain (key selection) and for a mean without bounds.
-    domain : list, optional
+    domain : list, array, Series or table, optional
         The public keys (tuples for several ``by`` columns), all released, in this order, absent
-        ones included; rows with other keys are dropped. None: keys chosen privately (one
+        ones included; rows with other keys are dropped. A pandas/polars DataFrame or pyarrow
+        Table gives its rows' ``by`` columns (by name). None: keys chosen privately (one
         selection shared by all metrics).
     units : str or array, optional
         The privacy-unit column (or, for in-memory tables, an array aligned with the rows). Each
@@ -652,7 +680,7 @@ def aggregate(
     l0, linf = _check_unit_bounds(caller, units, max_groups_per_unit, max_rows_per_group)
     check_choice(caller, "neighbors", neighbors, NEIGHBORS)
     replace = neighbors == "replace"
-    dom = _check_domain(caller, domain, len(by_cols))
+    dom = _check_domain(caller, domain, by_cols)
     if where is not None and not isinstance(where, str):
         raise fail(caller, "where", "a SQL boolean expression (str) or None", where)
     steps = ([("selection", True, 1)] if dom is None else []) + [(m.name, m.needs_delta, m.default_weight)

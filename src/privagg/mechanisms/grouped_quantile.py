@@ -56,6 +56,7 @@ __all__ = [
     "quantile_sensitivity",
     "quantiles",
     "rational_q",
+    "rows_needed",
     "stage_scales",
 ]
 
@@ -78,6 +79,11 @@ J_MIN, J_MAX = -40, 64
 Q_MAX_DENOMINATOR = 2**20
 #: Matrix cells (groups × candidates) per chunk of groups: bounds memory, not a loop per group.
 CELLS_PER_CHUNK = 1 << 22
+
+#: Without bounds and with a released noisy count ``n̂_g`` (``count()`` of the same query): a group
+#: is ⊥ when ``n̂_g < rows_needed(...)`` (:func:`rows_needed`), the size below which stage 1 picks
+#: an octave cell holding none of the group's rows with probability above this (union bound).
+FAR_BETA = 0.05
 
 #: Per-group noise scales above this are refused (ParameterError): keeps every noisy utility
 #: far inside int64 (docs/proofs/aggregate_quantile.md §5).
@@ -318,16 +324,19 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
     n_hat : array (G,) or None
         With bounds: an already RELEASED noisy count of each group (public, e.g. ``count()`` of the
         same query); it chooses each group's grid size (:func:`grid_bits`: post-processing of a
-        release, no budget). None: ``2^BOUNDED_BITS`` candidates for every group. Ignored
-        without bounds.
+        release, no budget). None: ``2^BOUNDED_BITS`` candidates for every group. Without
+        bounds it decides ⊥: a group with ``n̂ < rows_needed(q, epsilon, contribution)``
+        (:func:`rows_needed`) is ⊥ (value, low, high NaN; ``reason`` says why), since below that
+        size stage 1 may pick an octave cell that holds none of its rows (post-processing; the
+        draws are the same). None: nothing is ⊥.
 
     Returns
     -------
     MetricResult
         ``value``: the chosen candidate (an exact float of the final grid, in ``[lo, hi]`` with
-        bounds). Never ⊥: an empty group (size 0 after bounding) gets a candidate drawn by the
-        same mechanism on zero rows (the first maximum of pure noise), a valid release that says
-        nothing about the data. ``low`` / ``high``: with bounds the neighbouring candidates of
+        bounds). ⊥ only without bounds and with ``n_hat`` (above); otherwise an empty group (size 0
+        after bounding) gets a candidate drawn by the same mechanism on zero rows (the first
+        maximum of pure noise), a valid release that says nothing about the data. ``low`` / ``high``: with bounds the neighbouring candidates of
         the released one (its grid cell, clipped to the grid); without bounds the window the final
         stage searched (the octave cell chosen by stage 1). ``low <= value <= high`` always. They
         are NOT a confidence interval of the true quantile and do not bound the noise.
@@ -337,7 +346,8 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
         largest ``|ν|`` of that stage's draws at level 95 % (one stage) or 97.5 % (each of two);
         a group with ``n`` not well above ``rank_error/min(q, 1 − q)`` may be released
         anywhere in the range (or, without bounds, far from its data); ``"step"``: the final
-        grid's spacing. ``epsilon``: the guarantee (= the ``epsilon`` given), ``delta`` 0.
+        grid's spacing; without bounds ``"rows_needed"`` (:func:`rows_needed`, public, the
+        ⊥ rule's size). ``epsilon``: the guarantee (= the ``epsilon`` given), ``delta`` 0.
     """
     a, b = rational_q(q)
     box = _check_bounds(bounds)
@@ -400,10 +410,24 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
     else:
         rank_error = (2.0 * _max_abs_noise_bound(scales[0], first_k, 0.025)
                       + 2.0 * _max_abs_noise_bound(scales[-1], last_k, 0.025)) / b
+    ok = np.ones(G, dtype=bool)
+    reason = np.full(G, None, dtype=object)
+    extra = {"rank_error": np.broadcast_to(rank_error, (G,)).astype(np.float64), "step": step_out}
+    if box is None:
+        need = rows_needed(q, epsilon, contribution)
+        extra["rows_needed"] = np.full(G, float(need))
+        if n_hat is not None:  # a released count (public): ⊥ below the stage-1 rule (post-processing)
+            n_hat = np.asarray(n_hat, dtype=np.float64)
+            if n_hat.shape != (G,):
+                raise ValueError(f"n_hat must have shape ({G},), not {n_hat.shape}")
+            ok = n_hat >= need
+            reason[~ok] = (f"group too small for the unbounded quantile at this ε: noisy count n̂ below "
+                           f"{need} (below it the octave search may land where the group has no row)")
+            nan = np.float64(np.nan)
+            value, w_lo, w_hi = (np.where(ok, v, nan) for v in (value, w_lo, w_hi))
     return MetricResult(
-        value=value, low=w_lo, high=w_hi, ok=np.ones(G, dtype=bool),
-        reason=np.full(G, None, dtype=object), epsilon=float(epsilon), delta=0.0,
-        extra={"rank_error": np.broadcast_to(rank_error, (G,)).astype(np.float64), "step": step_out},
+        value=value, low=w_lo, high=w_hi, ok=ok, reason=reason, epsilon=float(epsilon), delta=0.0,
+        extra=extra,
     )
 
 
@@ -418,3 +442,46 @@ def _max_abs_noise_bound(scale: Fraction, k: int, beta: float) -> int:
     while 2.0 * math.exp(-(t + 1) / s) / (1.0 + math.exp(-1.0 / s)) > target:
         t += 1  # pragma: no cover
     return t
+
+
+def _difference_tail(scale: Fraction, m: int) -> float:
+    """``P[ν' − ν >= m]`` for ``ν, ν'`` i.i.d. ``DLap(scale)`` and an integer ``m >= 1``.
+
+    With ``p = e^{−1/scale}`` and ``c = (1 − p)/(1 + p)``, ``P[D = d] = c²·p^d·(d + (1 + p²)/(1 − p²))``
+    for ``d >= 0`` (the sum over ``ν`` of ``P[ν]·P[ν + d]``, split at ``ν < −d``, ``−d <= ν < 0``,
+    ``ν >= 0``); summed from ``d = m``: ``c²·p^m·(m/(1 − p) + p/(1 − p)² + (1 + p²)/((1 − p²)(1 − p)))``."""
+    s = float(scale)
+    p = math.exp(-1.0 / s)
+    om = -math.expm1(-1.0 / s)  # 1 − p, exact-ish for large scales
+    c = om / (1.0 + p)
+    tail = c * c * math.exp(-m / s) * (m / om + p / (om * om) + (1.0 + p * p) / (om * (1.0 + p) * om))
+    return min(1.0, tail)
+
+
+def rows_needed(q: Any, epsilon: Any, contribution: Contribution, beta: float = FAR_BETA) -> int:
+    """The least group size ``N`` at which the unbounded search's stage 1 picks an octave cell
+    holding none of the group's rows with probability at most ``beta`` (public; docs/proofs/aggregate_quantile.md §5b).
+
+    A cell with no row has every row on one side: its utility is ``−a·n`` or ``−(b − a)·n``,
+    at most ``−min(a, b − a)·n`` (``q = a/b``), while the cell holding the q-quantile scores 0;
+    it wins only if its noise beats the true cell's by ``>= min(a, b − a)·n`` (ties go to the
+    first cell). With ``K = 211`` cells, a union bound over the other ``K − 1``: the event has
+    probability at most ``(K − 1)·P[ν' − ν >= min(a, b − a)·n]`` (:func:`_difference_tail`, the
+    stage-1 scale of :func:`stage_scales`). ``N`` is the least ``n`` making that ``<= beta``.
+    ``q = 0`` or ``1``: every row is on one side of some cell of utility 0, so ``N = 1``."""
+    a, b = rational_q(q)
+    gap = min(a, b - a)
+    if gap == 0:
+        return 1
+    scale = stage_scales(a, b, epsilon, contribution, bounded=False)[0]
+    others = geometric_grid().size - 1
+    lo, hi = 1, 1
+    while others * _difference_tail(scale, hi * gap) > beta:
+        lo, hi = hi, 2 * hi
+    while lo < hi:  # least n with others·tail(n·gap) <= beta (the tail decreases in n)
+        mid = (lo + hi) // 2
+        if others * _difference_tail(scale, mid * gap) <= beta:
+            hi = mid
+        else:
+            lo = mid + 1
+    return hi
