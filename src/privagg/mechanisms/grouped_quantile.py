@@ -83,7 +83,7 @@ CELLS_PER_CHUNK = 1 << 22
 #: Without bounds and with a released noisy count ``n̂_g`` (``count()`` of the same query): a group
 #: is ⊥ when ``n̂_g < rows_needed(...)`` (:func:`rows_needed`), the size below which stage 1 picks
 #: an octave cell holding none of the group's rows with probability above this (union bound).
-FAR_BETA = 0.05
+FAR_BETA = 0.1
 
 #: Per-group noise scales above this are refused (ParameterError): keeps every noisy utility
 #: far inside int64 (docs/proofs/aggregate_quantile.md §5).
