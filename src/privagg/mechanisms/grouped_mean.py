@@ -72,8 +72,8 @@ from .mean import (
     row_hash,
 )
 
-__all__ = ["FriendlyMeansPlan", "RADIUS_EXPONENTS", "friend_counts_1d", "friendly_means",
-           "friendly_means_plan"]
+__all__ = ["FriendlyMeansPlan", "RADIUS_EXPONENTS", "SmallBudget", "friend_counts_1d",
+           "friendly_means", "friendly_means_plan", "side_utilities", "small_budget"]
 
 #: Radius grid ``r_j = 2^{j/4}`` for these ``j`` (public): 2⁻⁶⁰ … 2⁶⁰, wider than the
 #: d-dimensional grid (2⁻¹⁰ … 2⁴⁰) so that groups of very different scales (1e-3 and 1e6 in one
@@ -692,6 +692,18 @@ def pooled_low(n_tilde: np.ndarray, small: np.ndarray, var: float) -> int:
     return int(math.floor(float(n_tilde[small].sum()) - 2.0 * math.sqrt(g_s * var)))
 
 
+def side_utilities(xs: np.ndarray, c1: float, cand: np.ndarray) -> np.ndarray:
+    """(2, K) int64: ``−#{x > c1 + R_i}`` (upper side) and ``−#{x < c1 − R_i}`` (lower side)
+    over the candidate radii ``R_i`` (``xs`` sorted). Each row is monotone with sensitivity 1
+    (adding a row moves every entry of one row by 0 or −1), and the two rows read disjoint
+    rows (``x > c1`` and ``x < c1``): §8."""
+    n = xs.size
+    with np.errstate(over="ignore", invalid="ignore"):
+        o_hi = n - np.searchsorted(xs, c1 + cand, side="right")
+        o_lo = np.searchsorted(xs, c1 - cand, side="left")
+    return -np.stack([o_hi, o_lo]).astype(np.int64)
+
+
 def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.ndarray,
                  small: np.ndarray, fp: FriendlyMeansPlan, draws: _Draws) -> dict[str, Any]:
     """The small-group plan (docs/proofs/aggregate_mean.md §8) for the groups ``small`` (a public
@@ -742,12 +754,9 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
     #    (monotone, Δ = 1, weights exp(ε·u)); the two sides read disjoint rows
     ks = np.asarray(SIDE_KS, dtype=np.float64)
     cand = _grid_up(ks * s)
-    with np.errstate(over="ignore", invalid="ignore"):
-        o_hi = n_p - np.searchsorted(xs, c1 + cand, side="right")  # #{x > c1 + R}
-        o_lo = np.searchsorted(xs, c1 - cand, side="left")  # #{x < c1 − R}
     cost = -float(bud.eps_clip) * SIDE_COST * max(g_s, 1) * ks / float(bud.eps_sum)
-    pick = draws.em("small_clip", -np.stack([o_hi, o_lo]).astype(np.int64),
-                    base_measure(cost), 2 * bud.eps_clip)
+    pick = draws.em("small_clip", side_utilities(xs, c1, cand), base_measure(cost),
+                    2 * bud.eps_clip)
     r_hi, r_lo = float(cand[int(pick[0])]), float(cand[int(pick[1])])
     with np.errstate(over="ignore", invalid="ignore"):
         m = float(_finite(np.array(c1 + (r_hi - r_lo) / 2))[()])
