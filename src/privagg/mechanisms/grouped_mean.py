@@ -33,6 +33,12 @@ Per group ``g`` (``n_g`` rows), with the shares of :func:`~privagg.mechanisms.me
    ``Σ clip(x − ĉ, −R_lo, R_hi)`` of *all* the group's rows, summed exactly on a grid, released
    with discrete Laplace noise of sensitivity ``max(R_lo, R_hi)``; ``mean = ĉ + S/n̂``.
 
+Groups whose ``n̂`` is below plan 0's radius selection (:meth:`FriendlyMeansPlan.small`) run the
+small-group plan instead (:func:`_small_means`, docs/proofs/aggregate_mean.md §8: a second count,
+an octave cell, a centred spread and a clipping range per side selected on the pooled rows of
+the small groups, then each group's clipped sum); ⊥ there only when the combined count is below
+``⌈1/ε_g⌉``.
+
 User level and neighbours: :func:`friendly_means_plan` (group privacy over ``max_rows`` rows,
 composition over ``max_groups`` groups, a replacement = a removal plus an addition).
 """
