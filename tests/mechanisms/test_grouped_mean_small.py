@@ -164,3 +164,81 @@ def test_no_python_loop_per_group():
     t_many, t_few = _time(2000, 50), _time(10, 10_000)
     print("times", t_many, t_few)
     assert t_many < 2.0 * t_few + 0.02
+
+
+# ------------------------------------------------- the count() pair feeds the mean (§8.1)
+# These fail on 13d65d1 (and d33c5b7): friendly_means had no n_hat/n_scale and small_budget no
+# ``external`` (TypeError), and aggregate's count() never fed the unbounded mean.
+
+def test_external_budget_known_answers():
+    fp = gm.friendly_means_plan(EPS, DLT)
+    eg = fp.epsilon / fp.steps
+    for n_low, step in ((10, eg / 5), (10**6, Fraction(80, 10**6))):
+        b = gm.small_budget(fp, n_low, external=True)
+        assert b.eps_count2 == 0 and b.eps_cell == b.eps_spread == step
+        assert b.total == eg  # no own count: the whole ε'_g goes to location and sums
+        assert b.eps_sum >= eg / 2
+
+
+class _Names(gm._Draws):
+    def __init__(self, gen):
+        super().__init__(gen)
+        self.names = []
+
+    def dlap(self, name, scale, shape):
+        self.names.append(name)
+        return super().dlap(name, scale, shape)
+
+
+def test_external_count_draws_no_count():
+    """With the released pair's p̃ the mean draws neither its count nor a second count, reads p̃
+    as n̂ (extra["n_hat"]) and still releases every small group."""
+    gv, _ = _table([60, 70, 150], lambda r, n: r.normal(4000, 500, n), 41)
+    fp = gm.friendly_means_plan(EPS, DLT)
+    p_hat = np.array([63.0, 66.0, 149.0])
+    d = _Names(np.random.default_rng(42))
+    res = gm._friendly_means(gv, fp, d, p_hat, Fraction(3))
+    assert "count" not in d.names and "count2" not in d.names
+    assert res.extra["n_hat"].tolist() == p_hat.tolist() and res.ok.all()
+    d0 = _Names(np.random.default_rng(42))
+    gm._friendly_means(gv, fp, d0)  # negative control: without p̃ both counts are drawn
+    assert {"count", "count2"} <= set(d0.names)
+    with pytest.raises(Exception, match="n_scale"):
+        gm.friendly_means(gv, epsilon=EPS, delta=DLT, rng=np.random.default_rng(1), n_hat=p_hat)
+
+
+def test_count_pair_feeds_mean(monkeypatch):
+    """aggregate with count() and an unbounded mean: the mean gets the count pair's p̃ (the
+    present rows' noisy count, with the count's scale) as n̂; count() = p̃ + max(m̃, 0) with the
+    interval ∓(k_P + k_M). Negative control: without count() the mean gets no n̂. On 13d65d1
+    the mean never gets an n̂ (fails)."""
+    import pandas as pd
+
+    import privagg
+    from privagg.mechanisms.grouped_bounded import count_plan
+
+    seen = []
+    real = gm.friendly_means
+
+    def spy(gv, **kw):
+        seen.append((kw.get("n_hat"), kw.get("n_scale")))
+        return real(gv, **kw)
+
+    monkeypatch.setattr(gm, "friendly_means", spy)
+    rng = np.random.default_rng(44)
+    df = pd.DataFrame({"g": np.repeat(["a", "b"], [80, 120]), "v": rng.normal(50, 5, 200)})
+    df.loc[:29, "v"] = np.nan  # 30 rows of a with no value: p_a = 50, rows_a = 80
+    r = privagg.aggregate(df, by="g", metrics=[privagg.mean("v"), privagg.count()],
+                          epsilon=Fraction(4, 9), delta=DLT, domain=["a", "b"], rng=5).to_pandas()
+    (p_hat, scale), = seen
+    plan = count_plan(epsilon=Fraction(2, 9), contribution=Contribution())
+    assert scale == plan.scale
+    assert np.all(np.abs(p_hat - [50, 120]) <= 20 * float(scale))  # p̃, not the 80 rows of a
+    cnt = r["count"].to_numpy(float)
+    assert np.all(cnt >= p_hat) and np.all(cnt - p_hat <= [30 + 20 * float(scale), 20 * float(scale)])
+    k = (r["count_high"] - r["count"]).to_numpy(float)
+    assert np.all(k > plan.half_width)  # two 2.5 % quantiles, wider than one 5 % quantile
+    seen.clear()
+    privagg.aggregate(df, by="g", metrics=[privagg.mean("v")], epsilon=Fraction(2, 9), delta=DLT,
+                      domain=["a", "b"], rng=5)
+    assert seen == [(None, None)]

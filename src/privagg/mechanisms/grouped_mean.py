@@ -140,9 +140,11 @@ SMALL_STEP_CAP = Fraction(1, 5)
 SMALL_STEP_ROWS = 80
 #: The clipping range per side: ``R = K·s`` for these multiples of the released spread.
 SIDE_KS = tuple(2.0 ** (i / 2) for i in range(-6, 9))
-#: Public cost of a side multiple K in rows: ``SIDE_COST·K·G_s/ε_sum`` (``G_s`` small groups):
-#: half of mean_small.COORD_CLIP_COST per side (the sum's noise is ∝ (R_lo + R_hi)/2).
-SIDE_COST = 0.7
+#: Public cost of a side multiple K in rows: ``SIDE_COST·K·G_s/ε_sum`` (``G_s`` small groups).
+#: Measured (issue 13 item 4 follow-up, 60 runs on wine, penguins-species, sf-temps, cars,
+#: diabetes, airports at the mean's ε = 2/9): 1.4 beats 0.35 and 0.7 on 5 of 6 tables, 2.8
+#: is better on two and worse on four (docs/utility/aggregate.md, 2026-12-02).
+SIDE_COST = 1.4
 #: ⊥ where the combined count ``ñ`` is below ``SMALL_MIN_ROWS/ε_g`` (public).
 SMALL_MIN_ROWS = 1
 
@@ -672,13 +674,20 @@ def small_count_share(fp: FriendlyMeansPlan) -> Fraction:
     return (fp.epsilon / fp.steps - fp.group.eps_count) * SMALL_COUNT_SHARE
 
 
-def small_budget(fp: FriendlyMeansPlan, n_low: int) -> SmallBudget:
+def small_budget(fp: FriendlyMeansPlan, n_low: int, *, external: bool = False) -> SmallBudget:
     """The shares of §8 (public: ``ε'_g = fp.epsilon/N``, the count's ``ε_n`` and the pooled
     lower bound ``n_low``): with ``ε_r = ε'_g − ε_n``, the second count ``ε_r/6``, the cell and
-    the spread ``e = min(ε_r/5, 24/max(n_low, 1))`` each, the clip range ``e/2``, the sums the
-    rest (``>= ε_r/3``); the total is exactly ``ε_r``, so ``ε_n + total = ε'_g``."""
-    rest = fp.epsilon / fp.steps - fp.group.eps_count
-    e_c2 = small_count_share(fp)
+    the spread ``e = min(ε_r/5, SMALL_STEP_ROWS/max(n_low, 1))`` each, the clip range ``e/2``,
+    the sums the rest (``>= ε_r/3``); the total is exactly ``ε_r``, so ``ε_n + total = ε'_g``.
+
+    ``external``: the counts are the query's released ``count()`` pair (§8.1): no count of the
+    mean's own and no second count, ``ε_r = ε'_g``, the sums get ``ε_r − 5e/2 >= ε_r/2``."""
+    if external:
+        rest = fp.epsilon / fp.steps
+        e_c2 = Fraction(0)
+    else:
+        rest = fp.epsilon / fp.steps - fp.group.eps_count
+        e_c2 = small_count_share(fp)
     e = min(rest * SMALL_STEP_CAP, Fraction(SMALL_STEP_ROWS, max(int(n_low), 1)))
     return SmallBudget(e_c2, e, e, e / 2, rest - e_c2 - e * Fraction(5, 2))
 
@@ -711,9 +720,12 @@ def side_utilities(xs: np.ndarray, c1: float, cand: np.ndarray) -> np.ndarray:
 
 
 def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.ndarray,
-                 small: np.ndarray, fp: FriendlyMeansPlan, draws: _Draws) -> dict[str, Any]:
+                 small: np.ndarray, fp: FriendlyMeansPlan, draws: _Draws,
+                 n_scale: Fraction | None = None) -> dict[str, Any]:
     """The small-group plan (docs/proofs/aggregate_mean.md §8) for the groups ``small`` (a public
-    function of ``n̂``): loops only over the steps (and the two sides), never over groups."""
+    function of ``n̂``): loops only over the steps (and the two sides), never over groups.
+    ``n_scale``: ``n̂`` is the query's released ``count()`` pair's present-row count with
+    discrete Laplace scale ``n_scale`` (§8.1): no second count, ``ñ = n̂``."""
     from .mean_small import (
         CELL_E_MIN,
         _octave,
@@ -729,10 +741,13 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
     n_groups = sizes.size
     e_n = fp.group.eps_count
     e_2 = small_count_share(fp)
-    # 1. a second count per group (parallel), combined with n̂
-    n2 = sizes + draws.dlap("count2", 1 / e_2, n_groups)
-    n_t, var = combined_count(n_hat, n2, e_n, e_2)
-    bud = small_budget(fp, pooled_low(n_t, small, var))
+    if n_scale is None:
+        # 1. a second count per group (parallel), combined with n̂
+        n2 = sizes + draws.dlap("count2", 1 / e_2, n_groups)
+        n_t, var = combined_count(n_hat, n2, e_n, e_2)
+    else:  # the released count() pair's p̃ (§8.1): post-processing
+        n_t, var = np.asarray(n_hat, dtype=np.float64), 2.0 * float(n_scale) ** 2
+    bud = small_budget(fp, pooled_low(n_t, small, var), external=n_scale is not None)
     g_s = int(np.count_nonzero(small))
     rows = np.repeat(small, sizes)
     xg, gg = x[rows], grp[rows]  # the small groups' rows, still sorted by group
@@ -780,9 +795,12 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
     t_q = np.zeros(n_groups)
     for sv in np.unique(sens):  # few distinct values (one per ok status)
         t_q[sens == sv] = _dlap_two_sided(float(Fraction(int(sv)) / bud.eps_sum), 0.9 * BETA)
-    w1, w2 = float(e_n) ** 2, float(e_2) ** 2
-    k_c = (w1 * _dlap_two_sided(float(1 / e_n), 0.05 * BETA)
-           + w2 * _dlap_two_sided(float(1 / e_2), 0.05 * BETA)) / (w1 + w2)
+    if n_scale is None:
+        w1, w2 = float(e_n) ** 2, float(e_2) ** 2
+        k_c = (w1 * _dlap_two_sided(float(1 / e_n), 0.05 * BETA)
+               + w2 * _dlap_two_sided(float(1 / e_2), 0.05 * BETA)) / (w1 + w2)
+    else:
+        k_c = _dlap_two_sided(float(n_scale), 0.1 * BETA)
     half = noise_half_width(mean, m, rad, n_pos, t_q * g_s_grid, k_c,
                             np.ldexp(0.5, e_s) + 8.0 * _U * rad, g_s_grid)
     return {"ok": ok, "value": mean, "low": _finite(mean - half), "high": _finite(mean + half),
@@ -793,8 +811,8 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
 
 @quiet_numerics
 def friendly_means(gv: GroupedValues, *, epsilon: Any, delta: Any,
-                   contribution: Contribution = Contribution(), rng: np.random.Generator
-                   ) -> MetricResult:
+                   contribution: Contribution = Contribution(), rng: np.random.Generator,
+                   n_hat: Any = None, n_scale: Any = None) -> MetricResult:
     """The mean of every group, with no bounds: 1-D FriendlyCore locate + clipped sum per group.
 
     Parameters
@@ -807,6 +825,11 @@ def friendly_means(gv: GroupedValues, *, epsilon: Any, delta: Any,
         ``max_groups`` ℓ0, ``max_rows`` ℓ∞, ``replace``.
     rng : numpy.random.Generator
         Already resolved by the caller.
+    n_hat, n_scale : array and Fraction, optional (together)
+        Released noisy counts of each group's rows *in this column* (``p_g + DLap(n_scale)``:
+        the query's ``count()`` pair, :func:`privagg.mechanisms.aggregate.aggregate`): used
+        instead of the mean's own count (step 1, not drawn), and the small-group plan drops its
+        second count (docs/proofs/aggregate_mean.md §8.1; post-processing of a release).
 
     Returns
     -------
@@ -834,10 +857,21 @@ def friendly_means(gv: GroupedValues, *, epsilon: Any, delta: Any,
     """
     where = "friendly_means"
     fp = friendly_means_plan(epsilon, delta, contribution, where=where)
-    return _friendly_means(gv, fp, _Draws(rng))
+    if (n_hat is None) != (n_scale is None):
+        raise fail(where, "n_hat", "given together with n_scale", n_hat)
+    if n_scale is not None:
+        n_scale = _frac(n_scale)
+        if n_scale <= 0:
+            raise fail(where, "n_scale", "a number > 0", n_scale)
+        n_hat = np.asarray(n_hat, dtype=np.float64)
+        if n_hat.shape != (int(gv.n_groups),) or not np.all(np.isfinite(n_hat)):
+            raise fail(where, "n_hat", "finite noisy counts, one per group", f"shape {n_hat.shape}")
+    return _friendly_means(gv, fp, _Draws(rng), n_hat, n_scale)
 
 
-def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws) -> MetricResult:
+def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws,
+                    n_hat: np.ndarray | None = None, n_scale: Fraction | None = None
+                    ) -> MetricResult:
     plan = fp.group  # the count share is the same in every plan
     plans = fp.plans
     n_groups = int(gv.n_groups)
@@ -847,8 +881,12 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws) -> 
     sizes = np.diff(off)
     nan = np.full(n_groups, np.nan)
 
-    # 1. count
-    n_hat = sizes + draws.dlap("count", 1 / plan.eps_count, n_groups)
+    # 1. count (or the query's released count() pair's p̃: §8.1, post-processing)
+    if n_hat is None:
+        n_scale = None
+        n_hat = sizes + draws.dlap("count", 1 / plan.eps_count, n_groups)
+    else:
+        n_hat = np.rint(np.asarray(n_hat, dtype=np.float64)).astype(np.int64)
     live = n_hat >= 1
     n_pos = np.maximum(n_hat, 1).astype(np.float64)
     # the plan of each group: a public function of its released n̂ (§1.7)
@@ -991,7 +1029,7 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws) -> 
         sel = key == kk
         s_i, k_i = divmod(int(kk), len(plans))
         t_q[sel] = _dlap_two_sided(float(Fraction(s_i) / eps_sums[k_i]), 0.9 * BETA)
-    k_c = _dlap_two_sided(float(1 / plan.eps_count), 0.1 * BETA)
+    k_c = _dlap_two_sided(float(1 / plan.eps_count if n_scale is None else n_scale), 0.1 * BETA)
     half = noise_half_width(mean, center, clip_r, n_pos, t_q * g_s, k_c,
                             np.ldexp(0.5, e_s) + 8.0 * _U * clip_r, g_s)
     reason = np.full(n_groups, None, dtype=object)
@@ -1011,7 +1049,7 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws) -> 
     # (drawn after every FriendlyCore draw: the other groups' releases are unchanged)
     small = fp.small(n_hat)
     if small.any():
-        sm = _small_means(x, grp, sizes, n_hat, small, fp, draws)
+        sm = _small_means(x, grp, sizes, n_hat, small, fp, draws, n_scale)
         s_ok = sm["ok"]
         mean = np.where(small, sm["value"], mean)
         low = np.where(small, sm["low"], low)
