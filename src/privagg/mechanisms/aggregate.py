@@ -29,7 +29,9 @@ p̃ the rest (:func:`~privagg.mechanisms.grouped_bounded.centered_share`) — fo
 bounded mean in the query's order for which the public rule of
 :func:`~privagg.mechanisms.grouped_bounded.count_share_plan` says the count is no noisier
 (always with equal weights): one step ``"count+mean_<col>"`` or ``"count+sum_<col>+mean_<col>"``
-at ε_count + ε_G (docs/proofs/aggregate_bounded.md §8). ``delta`` must be > 0 when some step needs it;
+at ε_count + ε_G (docs/proofs/aggregate_bounded.md §8). Otherwise, with an unbounded ``mean(col)`` (the first), ``count()`` is
+released as the same kind of pair (p̃, m̃) at its own ε (drawn first) and the mean reads p̃ as its
+noisy count instead of drawing one (docs/proofs/aggregate_mean.md §8.1). ``delta`` must be > 0 when some step needs it;
 a δ that no step needs is not spent (the release and the ledger say δ = 0). The steps compose
 sequentially (all read the same rows); each metric is itself a parallel composition over the
 disjoint groups. The metrics draw in the query's order, except that quantiles draw last: a

@@ -8,7 +8,8 @@ rounds and over the few distinct noise scales). Proof: ``docs/proofs/aggregate_m
 Per group ``g`` (``n_g`` rows), with the shares of :func:`~privagg.mechanisms.mean.mean_plan`
 (``calibration="laplace"``, small-sample shares, pure-ε parts, the only δ is the core-size tail):
 
-1. **Count.** ``n̂_g = n_g + DLap(1/ε_n)``; ⊥ when ``n̂_g < 1``. **Plan.** The group's shares
+1. **Count.** ``n̂_g = n_g + DLap(1/ε_n)`` (or the query's released ``count()`` pair's
+   ``p̃_g``: §8.1); ⊥ when ``n̂_g < 1``. **Plan.** The group's shares
    for steps 2–5 are those of the plan :meth:`FriendlyMeansPlan.choose` picks from ``n̂_g``
    (public; adaptive composition): the more rows, the smaller the share of the radius selection
    and locate (only what the core needs to pass, ``n̂ >= m_locate_i``) and the larger the final
