@@ -76,7 +76,9 @@ def test_clipped_sum_negative_control_is_flagged(monkeypatch):
 
 def _whole(extra_row: bool, copies: int, seed: int):
     rng = np.random.default_rng(2)
-    base = rng.normal(size=600)
+    # 900 rows: above plan 0's radius selection at ε = 1 (the small-group plan pools its
+    # location steps over the groups, so copies of a small group are not independent trials)
+    base = rng.normal(size=900)
     rows = np.concatenate([base, [100.0]]) if extra_row else base
     x = np.tile(rows, copies)
     g = np.repeat(np.arange(copies), rows.size).astype(np.int64)

@@ -68,6 +68,7 @@ def _release():
     out = {k: getattr(res, k) for k in ("value", "low", "high")} | dict(res.extra)
     out = {k: [float(v).hex() for v in np.asarray(a, dtype=np.float64)] for k, a in out.items()}
     out["ok"] = [bool(v) for v in res.ok]
+    out["small_plan"] = [bool(v) for v in fp.small(res.extra["n_hat"])]
     return out
 
 
@@ -76,11 +77,18 @@ def test_friendly_means_matches_4bd1e9f():
     got = _release()
     want = json.loads(GOLDEN.read_text())["friendly_means"]
     assert any(want["ok"]) and not all(want["ok"])  # released and ⊥ groups both pinned
+    # issue 13 item 4: the groups below plan 0's radius selection (the empty, 5-, 300- and
+    # 1200-row groups, ⊥ on 4bd1e9f) now run the small-group plan, drawn after every
+    # FriendlyCore draw: the FriendlyCore groups stay pinned bit for bit
+    small = got.pop("small_plan")
+    fc = [i for i, s in enumerate(small) if not s]
+    assert len(fc) >= 5 and sum(small) >= 3
     for k in want:
-        assert got[k] == want[k], k
+        assert [got[k][i] for i in fc] == [want[k][i] for i in fc], k
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--record"]:
     rec = {"friendly_means": _release()}
+    rec["friendly_means"].pop("small_plan")
     GOLDEN.write_text(json.dumps(rec, indent=0) + "\n")
     print("ok groups:", sum(rec["friendly_means"]["ok"]), "of", len(rec["friendly_means"]["ok"]))

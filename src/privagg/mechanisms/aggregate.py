@@ -29,7 +29,9 @@ p̃ the rest (:func:`~privagg.mechanisms.grouped_bounded.centered_share`) — fo
 bounded mean in the query's order for which the public rule of
 :func:`~privagg.mechanisms.grouped_bounded.count_share_plan` says the count is no noisier
 (always with equal weights): one step ``"count+mean_<col>"`` or ``"count+sum_<col>+mean_<col>"``
-at ε_count + ε_G (docs/proofs/aggregate_bounded.md §8). ``delta`` must be > 0 when some step needs it;
+at ε_count + ε_G (docs/proofs/aggregate_bounded.md §8). Otherwise, with an unbounded ``mean(col)`` (the first), ``count()`` is
+released as the same kind of pair (p̃, m̃) at its own ε (drawn first) and the mean reads p̃ as its
+noisy count instead of drawing one (docs/proofs/aggregate_mean.md §8.1). ``delta`` must be > 0 when some step needs it;
 a δ that no step needs is not spent (the release and the ledger say δ = 0). The steps compose
 sequentially (all read the same rows); each metric is itself a parallel composition over the
 disjoint groups. The metrics draw in the query's order, except that quantiles draw last: a
@@ -224,12 +226,16 @@ class Mean(_Metric):
 
             mean_plan(lower=self.bounds[0], upper=self.bounds[1], epsilon=eps, contribution=contribution)
 
-    def run(self, cand: Any, eps: Fraction, dlt: Fraction, contribution: Contribution, gen: Any) -> MetricResult:
+    def run(self, cand: Any, eps: Fraction, dlt: Fraction, contribution: Contribution, gen: Any,
+            n_hat: Any = None, n_scale: Any = None) -> MetricResult:
+        """``n_hat``/``n_scale`` (unbounded only): the query's released ``count()`` pair's
+        present-row counts and their noise scale (:func:`_count_pair`)."""
         gv = cand.values[self.column]
         if self.bounds is None:
             from .grouped_mean import friendly_means
 
-            return friendly_means(gv, epsilon=eps, delta=dlt, contribution=contribution, rng=gen)
+            return friendly_means(gv, epsilon=eps, delta=dlt, contribution=contribution, rng=gen,
+                                  n_hat=n_hat, n_scale=n_scale)
         from .grouped_bounded import bounded_means
 
         lo, hi = self.bounds
@@ -735,10 +741,23 @@ def aggregate(
         keep = select(cand.units, sel_eps, sel_dlt, gen)
         cand = cand.restrict(keep)
     results: dict[str, MetricResult] = {}
+    feed = _count_feed(mets, joint)
+    fed: tuple[Any, Fraction] | None = None
     # in the query's order (the draws' order is public), except that quantiles come last: a bounded
-    # quantile sizes its grid from the released count() when the query has one (post-processing)
-    for m in sorted(mets, key=lambda m: isinstance(m, Quantile)):
+    # quantile sizes its grid from the released count() when the query has one (post-processing),
+    # and a count() that feeds an unbounded mean comes first (docs/proofs/aggregate_mean.md §8.1)
+    for m in sorted(mets, key=lambda m: (isinstance(m, Quantile), not (feed is not None and isinstance(m, Count)))):
         if m.name in results:
+            continue
+        if feed is not None and isinstance(m, Count):
+            if cand.size:
+                results[m.name], fed = _count_pair(cand.rows, cand.values[feed.column], split[m.name][0],
+                                                   contribution, gen)
+            else:
+                results[m.name] = _empty(m)
+            continue
+        if m is feed and fed is not None:
+            results[m.name] = m.run(cand, *split[m.name], contribution, gen, n_hat=fed[0], n_scale=fed[1])
             continue
         if joint is not None and m.name in joint.names:
             if cand.size:
@@ -775,6 +794,37 @@ def aggregate(
         results[m.name] = m.run(cand, *split[m.name], contribution, gen) if cand.size else _empty(m)
     return _release(cand, by_cols, mets, results, split, loss, secure, neighbors, units is not None, l0, linf,
                     "domain" if dom is not None else "optimal")
+
+
+def _count_feed(mets: tuple[_Metric, ...], joint: _Joint | None) -> Mean | None:
+    """The first unbounded ``mean(col)`` in the query's order when the query has ``count()`` and
+    the count is not joined with a bounded mean (:func:`_count_joint`), else None (public). Its
+    count is then released as the pair :func:`_count_pair` and the mean reads that pair's ``p̃``
+    instead of a count of its own (docs/proofs/aggregate_mean.md §8.1)."""
+    if joint is not None or not any(isinstance(m, Count) for m in mets):
+        return None
+    return next((m for m in mets if isinstance(m, Mean) and m.bounds is None), None)
+
+
+def _count_pair(rows: Any, gv: Any, eps: Fraction, contribution: Contribution, gen: Any
+                ) -> tuple[MetricResult, tuple[Any, Fraction]]:
+    """``count()`` as the pair ``p̃ = p + DLap(t)``, ``m̃ = m + DLap(t)`` (``p_g`` the group's rows
+    with a present value of the mean's column, ``m_g = rows_g − p_g``; ``t`` the scale of
+    :func:`~privagg.mechanisms.grouped_bounded.noisy_counts` at ``eps``): one row step changes one
+    of ``p_g``, ``m_g`` by 1, so the pair has the row counts' ℓ1 sensitivity and costs what the
+    count costs. Post-processing: ``count = p̃ + max(m̃, 0)``, interval ``∓ (k_P + k_M)`` (each the
+    2.5 % two-sided quantile: ``P[|count − rows| > k] <= 5 %``). Returns the count and ``(p̃, t)``
+    (docs/proofs/aggregate_mean.md §8.1)."""
+    from .grouped_bounded import LEVEL, _count_plan, _laplace_release, _result, count_plan
+
+    plan = count_plan(epsilon=eps, contribution=contribution)
+    k = 2 * _count_plan("noisy_counts", plan.target, contribution, (1 - LEVEL) / 2).half_width
+    r = np.asarray(rows).astype(np.int64)
+    present = np.diff(np.searchsorted(np.asarray(gv.group), np.arange(r.size + 1, dtype=np.int64)))
+    p_hat = _laplace_release(present.astype(np.int64), plan, gen)
+    m_hat = _laplace_release(r - present, plan, gen)
+    value = p_hat + np.maximum(m_hat, 0.0)  # m >= 0: the clamp never moves m̃ away from m
+    return _result(value, value - k, value + k, plan.epsilon), (p_hat, plan.scale)
 
 
 def _joined(s: Sum, m: Mean) -> str:

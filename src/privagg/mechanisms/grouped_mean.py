@@ -8,7 +8,8 @@ rounds and over the few distinct noise scales). Proof: ``docs/proofs/aggregate_m
 Per group ``g`` (``n_g`` rows), with the shares of :func:`~privagg.mechanisms.mean.mean_plan`
 (``calibration="laplace"``, small-sample shares, pure-ε parts, the only δ is the core-size tail):
 
-1. **Count.** ``n̂_g = n_g + DLap(1/ε_n)``; ⊥ when ``n̂_g < 1``. **Plan.** The group's shares
+1. **Count.** ``n̂_g = n_g + DLap(1/ε_n)`` (or the query's released ``count()`` pair's
+   ``p̃_g``: §8.1); ⊥ when ``n̂_g < 1``. **Plan.** The group's shares
    for steps 2–5 are those of the plan :meth:`FriendlyMeansPlan.choose` picks from ``n̂_g``
    (public; adaptive composition): the more rows, the smaller the share of the radius selection
    and locate (only what the core needs to pass, ``n̂ >= m_locate_i``) and the larger the final
@@ -32,6 +33,12 @@ Per group ``g`` (``n_g`` rows), with the shares of :func:`~privagg.mechanisms.me
    :func:`side_penalty`) gives ``R_hi`` and ``R_lo``; the clipped sum
    ``Σ clip(x − ĉ, −R_lo, R_hi)`` of *all* the group's rows, summed exactly on a grid, released
    with discrete Laplace noise of sensitivity ``max(R_lo, R_hi)``; ``mean = ĉ + S/n̂``.
+
+Groups whose ``n̂`` is below plan 0's radius selection (:meth:`FriendlyMeansPlan.small`) run the
+small-group plan instead (:func:`_small_means`, docs/proofs/aggregate_mean.md §8: a second count,
+an octave cell, a centred spread and a clipping range per side selected on the pooled rows of
+the small groups, then each group's clipped sum); ⊥ there only when the combined count is below
+``⌈1/ε_g⌉``.
 
 User level and neighbours: :func:`friendly_means_plan` (group privacy over ``max_rows`` rows,
 composition over ``max_groups`` groups, a replacement = a removal plus an addition).
@@ -72,8 +79,8 @@ from .mean import (
     row_hash,
 )
 
-__all__ = ["FriendlyMeansPlan", "RADIUS_EXPONENTS", "friend_counts_1d", "friendly_means",
-           "friendly_means_plan"]
+__all__ = ["FriendlyMeansPlan", "RADIUS_EXPONENTS", "SmallBudget", "friend_counts_1d",
+           "friendly_means", "friendly_means_plan", "side_utilities", "small_budget"]
 
 #: Radius grid ``r_j = 2^{j/4}`` for these ``j`` (public): 2⁻⁶⁰ … 2⁶⁰, wider than the
 #: d-dimensional grid (2⁻¹⁰ … 2⁴⁰) so that groups of very different scales (1e-3 and 1e6 in one
@@ -116,6 +123,31 @@ RADIUS_BETA = 1e-3
 #: ``t`` the count noise's ``1 − TARGET_BETA`` tail (public; measured: 10⁻³ ⊥s most bimodal
 #: groups near the threshold, the bare ``n̂`` lets the plateau of too-large radii win).
 TARGET_BETA = 0.05
+
+# ---------------------------------------------------------------- the small-group plan (§8)
+#: Groups whose released ``n̂`` is below what plan 0's radius selection needs
+#: (``n̂ − t_n < m_select_0``, :meth:`FriendlyMeansPlan.small`) run the small-group plan
+#: (docs/proofs/aggregate_mean.md §8) instead of ⊥: a second count, one shared location
+#: (octave cell, centred spread, a clipping range per side) selected on the pooled rows of all
+#: small groups, then each group's clipped sum. Shares of ``ε_r = ε'_g − ε_n`` (public):
+#: the second count gets SMALL_COUNT_SHARE.
+SMALL_COUNT_SHARE = Fraction(1, 6)
+#: Each of the pooled selections (cell, spread; the clip range gets half) gets
+#: ``min(SMALL_STEP_CAP·ε_r, SMALL_STEP_ROWS/N_low)``, ``N_low`` a public lower bound on the
+#: pooled rows (:func:`small_budget`): ``N·ε >= 80`` keeps a plateau of utility ``−0.3·N``
+#: (a 0/1 column's spread candidates below 1 at 30 % ones) ``e^{-12}`` as likely as the best
+#: (measured: 24 ⊥-like spreads on half of such releases); the rest goes to the clipped sums.
+SMALL_STEP_CAP = Fraction(1, 5)
+SMALL_STEP_ROWS = 80
+#: The clipping range per side: ``R = K·s`` for these multiples of the released spread.
+SIDE_KS = tuple(2.0 ** (i / 2) for i in range(-6, 9))
+#: Public cost of a side multiple K in rows: ``SIDE_COST·K·G_s/ε_sum`` (``G_s`` small groups).
+#: Measured (issue 13 item 4 follow-up, 60 runs on wine, penguins-species, sf-temps, cars,
+#: diabetes, airports at the mean's ε = 2/9): 1.4 beats 0.35 and 0.7 on 5 of 6 tables, 2.8
+#: is better on two and worse on four (docs/utility/aggregate.md, 2026-12-02).
+SIDE_COST = 1.4
+#: ⊥ where the combined count ``ñ`` is below ``SMALL_MIN_ROWS/ε_g`` (public).
+SMALL_MIN_ROWS = 1
 
 
 @dataclass(frozen=True)
@@ -169,6 +201,15 @@ class FriendlyMeansPlan:
     m_selects: tuple = ()
     count_tail: int = 0
     target_tail: int = 0
+    small_floor: int = 0
+
+    def small(self, n_hat: np.ndarray) -> np.ndarray:
+        """Whether each group runs the small-group plan (§8), a public function of its released
+        ``n̂`` alone: ``n̂ − t_n < m_select_0`` (plan 0's radius selection would not run: until
+        issue 13 item 4 such groups were ⊥), ``n̂ < 1`` included (its ⊥ rule reads the
+        combined count ``ñ``, far less noisy than ``n̂``)."""
+        n_hat = np.asarray(n_hat)
+        return n_hat - self.count_tail < self.m_selects[0]
 
     def choose(self, n_hat: np.ndarray) -> np.ndarray:
         """The plan index of each group, a public function of its released ``n̂`` alone: the
@@ -230,8 +271,10 @@ def friendly_means_plan(epsilon: Any, delta: Any, contribution: Contribution = C
     m_locs = tuple(max(M_LOCATE_MIN, LOCATE_FACTOR * nd, ms) for nd, ms in zip(needs, m_sels))
     tail = math.ceil(math.log(1 / (2 * RADIUS_BETA)) / float(plans[0].eps_count))
     t_tail = math.ceil(math.log(1 / (2 * TARGET_BETA)) / float(plans[0].eps_count))
+    floor = math.ceil(SMALL_MIN_ROWS / eps_g)
     return FriendlyMeansPlan(plans[0], n_steps, k_max, eps_g, dlt_g, e_out, d_out,
-                             m_locs[0], needs[0], plans, m_locs, needs, m_sels, tail, t_tail)
+                             m_locs[0], needs[0], plans, m_locs, needs, m_sels, tail, t_tail,
+                             floor)
 
 
 def _select_rows(eps_select: Fraction) -> int:
@@ -290,6 +333,13 @@ class _Draws:
             s, k = divmod(int(kk), len(eps))
             out[idx] = discrete_laplace(Fraction(s) / eps[k], size=idx.size, rng=self.gen)
         return out
+
+    def em(self, name: str, utility: np.ndarray, mu: np.ndarray, eps: Fraction) -> np.ndarray:
+        """:func:`~privagg.mechanisms.mean_small.exponential_mechanism` (exact; one row per
+        selection, never one per group)."""
+        from .mean_small import exponential_mechanism
+
+        return exponential_mechanism(utility, mu, eps, self.gen)
 
     def uniform(self, name: str, groups: np.ndarray) -> np.ndarray:
         """One uniform per entry (``groups``: the group of each entry, sorted)."""
@@ -605,10 +655,165 @@ def _exact_group_sums(terms: np.ndarray, off: np.ndarray) -> np.ndarray:
     return sums
 
 
+@dataclass(frozen=True)
+class SmallBudget:
+    """The public shares of the small-group plan (§8), from ``ε'_g`` and ``N_low``."""
+
+    eps_count2: Fraction  #: the second count of each small group
+    eps_cell: Fraction  #: the pooled octave cell (exponential mechanism)
+    eps_spread: Fraction  #: the pooled centred spread (exponential mechanism)
+    eps_clip: Fraction  #: the pooled clipping range, both sides together (disjoint rows)
+    eps_sum: Fraction  #: each small group's clipped sum
+
+    @property
+    def total(self) -> Fraction:
+        return self.eps_count2 + self.eps_cell + self.eps_spread + self.eps_clip + self.eps_sum
+
+
+def small_count_share(fp: FriendlyMeansPlan) -> Fraction:
+    """``ε_2 = SMALL_COUNT_SHARE·(ε'_g − ε_n)``: the second count's ε (public)."""
+    return (fp.epsilon / fp.steps - fp.group.eps_count) * SMALL_COUNT_SHARE
+
+
+def small_budget(fp: FriendlyMeansPlan, n_low: int, *, external: bool = False) -> SmallBudget:
+    """The shares of §8 (public: ``ε'_g = fp.epsilon/N``, the count's ``ε_n`` and the pooled
+    lower bound ``n_low``): with ``ε_r = ε'_g − ε_n``, the second count ``ε_r/6``, the cell and
+    the spread ``e = min(ε_r/5, SMALL_STEP_ROWS/max(n_low, 1))`` each, the clip range ``e/2``,
+    the sums the rest (``>= ε_r/3``); the total is exactly ``ε_r``, so ``ε_n + total = ε'_g``.
+
+    ``external``: the counts are the query's released ``count()`` pair (§8.1): no count of the
+    mean's own and no second count, ``ε_r = ε'_g``, the sums get ``ε_r − 5e/2 >= ε_r/2``."""
+    if external:
+        rest = fp.epsilon / fp.steps
+        e_c2 = Fraction(0)
+    else:
+        rest = fp.epsilon / fp.steps - fp.group.eps_count
+        e_c2 = small_count_share(fp)
+    e = min(rest * SMALL_STEP_CAP, Fraction(SMALL_STEP_ROWS, max(int(n_low), 1)))
+    return SmallBudget(e_c2, e, e, e / 2, rest - e_c2 - e * Fraction(5, 2))
+
+
+def combined_count(n_hat: np.ndarray, n2: np.ndarray, e_n: Fraction, e_2: Fraction
+                   ) -> tuple[np.ndarray, float]:
+    """``ñ = (ε_n²·n̂ + ε_2²·n̂_2)/(ε_n² + ε_2²)`` (inverse-variance weights of the two released
+    counts; post-processing) and its noise variance bound ``2/(ε_n² + ε_2²)``."""
+    w1, w2 = float(e_n) ** 2, float(e_2) ** 2
+    return (w1 * n_hat + w2 * n2) / (w1 + w2), 2.0 / (w1 + w2)
+
+
+def pooled_low(n_tilde: np.ndarray, small: np.ndarray, var: float) -> int:
+    """``N_low = ⌊Σ_small ñ_g − 2·√(G_s·var)⌋`` (public): a lower bound on the pooled rows of
+    the small groups (about 2 standard deviations of the counts' noise)."""
+    g_s = int(np.count_nonzero(small))
+    return int(math.floor(float(n_tilde[small].sum()) - 2.0 * math.sqrt(g_s * var)))
+
+
+def side_utilities(xs: np.ndarray, c1: float, cand: np.ndarray) -> np.ndarray:
+    """(2, K) int64: ``−#{x > c1 + R_i}`` (upper side) and ``−#{x < c1 − R_i}`` (lower side)
+    over the candidate radii ``R_i`` (``xs`` sorted). Each row is monotone with sensitivity 1
+    (adding a row moves every entry of one row by 0 or −1), and the two rows read disjoint
+    rows (``x > c1`` and ``x < c1``): §8."""
+    n = xs.size
+    with np.errstate(over="ignore", invalid="ignore"):
+        o_hi = n - np.searchsorted(xs, c1 + cand, side="right")
+        o_lo = np.searchsorted(xs, c1 - cand, side="left")
+    return -np.stack([o_hi, o_lo]).astype(np.int64)
+
+
+def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.ndarray,
+                 small: np.ndarray, fp: FriendlyMeansPlan, draws: _Draws,
+                 n_scale: Fraction | None = None) -> dict[str, Any]:
+    """The small-group plan (docs/proofs/aggregate_mean.md §8) for the groups ``small`` (a public
+    function of ``n̂``): loops only over the steps (and the two sides), never over groups.
+    ``n_scale``: ``n̂`` is the query's released ``count()`` pair's present-row count with
+    discrete Laplace scale ``n_scale`` (§8.1): no second count, ``ñ = n̂``."""
+    from .mean_small import (
+        CELL_E_MIN,
+        _octave,
+        base_measure,
+        cell_log_prior,
+        cell_utility,
+        centred_spread_utility,
+        octave_cells,
+        positive_grid,
+        spread_log_prior,
+    )
+
+    n_groups = sizes.size
+    e_n = fp.group.eps_count
+    e_2 = small_count_share(fp)
+    if n_scale is None:
+        # 1. a second count per group (parallel), combined with n̂
+        n2 = sizes + draws.dlap("count2", 1 / e_2, n_groups)
+        n_t, var = combined_count(n_hat, n2, e_n, e_2)
+    else:  # the released count() pair's p̃ (§8.1): post-processing
+        n_t, var = np.asarray(n_hat, dtype=np.float64), 2.0 * float(n_scale) ** 2
+    bud = small_budget(fp, pooled_low(n_t, small, var), external=n_scale is not None)
+    g_s = int(np.count_nonzero(small))
+    rows = np.repeat(small, sizes)
+    xg, gg = x[rows], grp[rows]  # the small groups' rows, still sorted by group
+    xs = np.sort(xg)  # pooled, ascending
+    n_p = int(xs.size)
+    # 2. the pooled octave cell of a median (cell utility, Δ = 1)
+    lo, hi, oct_ = octave_cells(CELL_E_MIN)
+    util = cell_utility(xs, lo, hi)[None, :]
+    k = int(draws.em("small_cell", util, base_measure(cell_log_prior(oct_, CELL_E_MIN)),
+                     bud.eps_cell)[0])
+    a, b = float(lo[k]), float(hi[k])
+    with np.errstate(over="ignore", invalid="ignore"):
+        if math.isfinite(b - a):
+            c1 = a + (b - a) / 2
+        else:  # one of the two cells beyond ±2^1023: its finite edge
+            c1 = a if math.isfinite(a) else b
+        # 3. the pooled centred spread (untied median of |x − c1|, Δ = 1)
+        grid = positive_grid()
+        below_lo = np.searchsorted(xs, c1 - grid, side="left")
+        below_hi = np.searchsorted(xs, c1 + grid, side="left")
+    util = centred_spread_utility(below_hi, below_lo, n_p)[None, :]
+    mu = base_measure(spread_log_prior(_octave(np.array([c1]))))
+    s = float(grid[int(draws.em("small_spread", util, mu, bud.eps_spread)[0])])
+    # 4. the clipping range per side: R = K·s, K from SIDE_KS; utility −#{rows beyond}
+    #    (monotone, Δ = 1, weights exp(ε·u)); the two sides read disjoint rows
+    ks = np.asarray(SIDE_KS, dtype=np.float64)
+    cand = _grid_up(ks * s)
+    cost = -float(bud.eps_clip) * SIDE_COST * max(g_s, 1) * ks / float(bud.eps_sum)
+    pick = draws.em("small_clip", side_utilities(xs, c1, cand), base_measure(cost),
+                    2 * bud.eps_clip)
+    r_hi, r_lo = float(cand[int(pick[0])]), float(cand[int(pick[1])])
+    with np.errstate(over="ignore", invalid="ignore"):
+        m = float(_finite(np.array(c1 + (r_hi - r_lo) / 2))[()])
+        rad = float(min(_grid_up(np.array((r_hi + r_lo) / 2))[()], 2.0**1000))
+    # 5. each small group's clipped sum around m (discrete Laplace on its grid, ε_sum)
+    ok = small & (n_t * _SAFETY >= fp.small_floor)  # ñ >= floor, up to ñ's float rounding
+    rr = np.full(n_groups, rad)
+    dev = xg - m
+    total, sens, e_s, e_g = _noisy_range_sums(dev, gg, _segments(gg, n_groups), rr, rr, ok,
+                                              (bud.eps_sum,), np.zeros(n_groups, np.int64),
+                                              draws)
+    n_pos = np.maximum(n_t, 1.0)
+    mean = _finite(m + total / n_pos)
+    g_s_grid = np.ldexp(1.0, e_g)
+    t_q = np.zeros(n_groups)
+    for sv in np.unique(sens):  # few distinct values (one per ok status)
+        t_q[sens == sv] = _dlap_two_sided(float(Fraction(int(sv)) / bud.eps_sum), 0.9 * BETA)
+    if n_scale is None:
+        w1, w2 = float(e_n) ** 2, float(e_2) ** 2
+        k_c = (w1 * _dlap_two_sided(float(1 / e_n), 0.05 * BETA)
+               + w2 * _dlap_two_sided(float(1 / e_2), 0.05 * BETA)) / (w1 + w2)
+    else:
+        k_c = _dlap_two_sided(float(n_scale), 0.1 * BETA)
+    half = noise_half_width(mean, m, rad, n_pos, t_q * g_s_grid, k_c,
+                            np.ldexp(0.5, e_s) + 8.0 * _U * rad, g_s_grid)
+    return {"ok": ok, "value": mean, "low": _finite(mean - half), "high": _finite(mean + half),
+            "center": m, "radius": rad, "n_tilde": n_t, "budget": bud,
+            "clip_low": float(_finite(np.array(m - rad))[()]),
+            "clip_high": float(_finite(np.array(m + rad))[()])}
+
+
 @quiet_numerics
 def friendly_means(gv: GroupedValues, *, epsilon: Any, delta: Any,
-                   contribution: Contribution = Contribution(), rng: np.random.Generator
-                   ) -> MetricResult:
+                   contribution: Contribution = Contribution(), rng: np.random.Generator,
+                   n_hat: Any = None, n_scale: Any = None) -> MetricResult:
     """The mean of every group, with no bounds: 1-D FriendlyCore locate + clipped sum per group.
 
     Parameters
@@ -621,6 +826,11 @@ def friendly_means(gv: GroupedValues, *, epsilon: Any, delta: Any,
         ``max_groups`` ℓ0, ``max_rows`` ℓ∞, ``replace``.
     rng : numpy.random.Generator
         Already resolved by the caller.
+    n_hat, n_scale : array and Fraction, optional (together)
+        Released noisy counts of each group's rows *in this column* (``p_g + DLap(n_scale)``:
+        the query's ``count()`` pair, :func:`privagg.mechanisms.aggregate.aggregate`): used
+        instead of the mean's own count (step 1, not drawn), and the small-group plan drops its
+        second count (docs/proofs/aggregate_mean.md §8.1; post-processing of a release).
 
     Returns
     -------
@@ -648,10 +858,21 @@ def friendly_means(gv: GroupedValues, *, epsilon: Any, delta: Any,
     """
     where = "friendly_means"
     fp = friendly_means_plan(epsilon, delta, contribution, where=where)
-    return _friendly_means(gv, fp, _Draws(rng))
+    if (n_hat is None) != (n_scale is None):
+        raise fail(where, "n_hat", "given together with n_scale", n_hat)
+    if n_scale is not None:
+        n_scale = _frac(n_scale)
+        if n_scale <= 0:
+            raise fail(where, "n_scale", "a number > 0", n_scale)
+        n_hat = np.asarray(n_hat, dtype=np.float64)
+        if n_hat.shape != (int(gv.n_groups),) or not np.all(np.isfinite(n_hat)):
+            raise fail(where, "n_hat", "finite noisy counts, one per group", f"shape {n_hat.shape}")
+    return _friendly_means(gv, fp, _Draws(rng), n_hat, n_scale)
 
 
-def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws) -> MetricResult:
+def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws,
+                    n_hat: np.ndarray | None = None, n_scale: Fraction | None = None
+                    ) -> MetricResult:
     plan = fp.group  # the count share is the same in every plan
     plans = fp.plans
     n_groups = int(gv.n_groups)
@@ -661,8 +882,12 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws) -> 
     sizes = np.diff(off)
     nan = np.full(n_groups, np.nan)
 
-    # 1. count
-    n_hat = sizes + draws.dlap("count", 1 / plan.eps_count, n_groups)
+    # 1. count (or the query's released count() pair's p̃: §8.1, post-processing)
+    if n_hat is None:
+        n_scale = None
+        n_hat = sizes + draws.dlap("count", 1 / plan.eps_count, n_groups)
+    else:
+        n_hat = np.rint(np.asarray(n_hat, dtype=np.float64)).astype(np.int64)
     live = n_hat >= 1
     n_pos = np.maximum(n_hat, 1).astype(np.float64)
     # the plan of each group: a public function of its released n̂ (§1.7)
@@ -805,7 +1030,7 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws) -> 
         sel = key == kk
         s_i, k_i = divmod(int(kk), len(plans))
         t_q[sel] = _dlap_two_sided(float(Fraction(s_i) / eps_sums[k_i]), 0.9 * BETA)
-    k_c = _dlap_two_sided(float(1 / plan.eps_count), 0.1 * BETA)
+    k_c = _dlap_two_sided(float(1 / plan.eps_count if n_scale is None else n_scale), 0.1 * BETA)
     half = noise_half_width(mean, center, clip_r, n_pos, t_q * g_s, k_c,
                             np.ldexp(0.5, e_s) + 8.0 * _U * clip_r, g_s)
     reason = np.full(n_groups, None, dtype=object)
@@ -818,10 +1043,31 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws) -> 
         f"{fp.m_selects[0] + fp.count_tail} (the radius selection needs about "
         f"{fp.m_selects[0]} rows)")
     reason[~live] = ("group too small for the unbounded mean at this ε: noisy count n̂ < 1")
+    low, high = _finite(mean - half), _finite(mean + half)
+    c_low, c_high = _finite(center - r_lo), _finite(center + r_hi)
+    fc = ok.copy()
+    # the small-group plan (§8) for the groups whose n̂ is below plan 0's radius selection
+    # (drawn after every FriendlyCore draw: the other groups' releases are unchanged)
+    small = fp.small(n_hat)
+    if small.any():
+        sm = _small_means(x, grp, sizes, n_hat, small, fp, draws, n_scale)
+        s_ok = sm["ok"]
+        mean = np.where(small, sm["value"], mean)
+        low = np.where(small, sm["low"], low)
+        high = np.where(small, sm["high"], high)
+        center = np.where(small, sm["center"], center)
+        clip_r = np.where(small, sm["radius"], clip_r)
+        c_low = np.where(small, sm["clip_low"], c_low)
+        c_high = np.where(small, sm["clip_high"], c_high)
+        ok = np.where(small, s_ok, ok)
+        reason[small] = None
+        reason[small & ~s_ok] = (
+            f"group too small for the unbounded mean at this ε: combined noisy count below "
+            f"{fp.small_floor} (SMALL_MIN_ROWS/ε per group)")
     return MetricResult(
         value=np.where(ok, mean, nan),
-        low=np.where(ok, _finite(mean - half), nan),
-        high=np.where(ok, _finite(mean + half), nan),
+        low=np.where(ok, low, nan),
+        high=np.where(ok, high, nan),
         ok=ok,
         reason=reason,
         epsilon=_float_up(fp.epsilon),
@@ -829,8 +1075,9 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws) -> 
         extra={"n_hat": n_hat.astype(np.float64),
                "clip_radius": np.where(ok, clip_r, nan),
                "center": np.where(ok, center, nan),
-               "radius": np.where(live, radius, nan),
-               "clip_low": np.where(ok, _finite(center - r_lo), nan),
-               "clip_high": np.where(ok, _finite(center + r_hi), nan),
-               "m_hat": np.where(live, m_hat.astype(np.float64), nan)},
+               "radius": np.where(live & ~small, radius, nan),
+               "clip_low": np.where(ok, c_low, nan),
+               "clip_high": np.where(ok, c_high, nan),
+               "m_hat": np.where(live & ~small, m_hat.astype(np.float64), nan),
+               "small_plan": small & ok},
     )
