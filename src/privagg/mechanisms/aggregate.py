@@ -812,19 +812,24 @@ def _count_pair(rows: Any, gv: Any, eps: Fraction, contribution: Contribution, g
     with a present value of the mean's column, ``m_g = rows_g − p_g``; ``t`` the scale of
     :func:`~privagg.mechanisms.grouped_bounded.noisy_counts` at ``eps``): one row step changes one
     of ``p_g``, ``m_g`` by 1, so the pair has the row counts' ℓ1 sensitivity and costs what the
-    count costs. Post-processing: ``count = p̃ + max(m̃, 0)``, interval ``∓ (k_P + k_M)`` (each the
-    2.5 % two-sided quantile: ``P[|count − rows| > k] <= 5 %``). Returns the count and ``(p̃, t)``
-    (docs/proofs/aggregate_mean.md §8.1)."""
+    count costs. Post-processing, with ``h`` the 2.5 % two-sided quantile of ``DLap(t)``:
+    ``count = p̃ + m̃`` where ``m̃ > h``, else ``p̃`` (a group without missing values, the usual
+    case, keeps the plain count's noise; a few missing rows, ``m <= h``, may be left out);
+    interval ``[p̃ − h + max(m̃ − h, 0), p̃ + h + max(m̃ + h, 0)]`` (``P[rows outside] <= 5 %``:
+    ``|p̃ − p| <= h`` and ``|m̃ − m| <= h`` each with probability ``>= 97.5 %``, and ``m >= 0``).
+    Returns the count and ``(p̃, t)`` (docs/proofs/aggregate_mean.md §8.1)."""
     from .grouped_bounded import LEVEL, _count_plan, _laplace_release, _result, count_plan
 
     plan = count_plan(epsilon=eps, contribution=contribution)
-    k = 2 * _count_plan("noisy_counts", plan.target, contribution, (1 - LEVEL) / 2).half_width
+    h = float(_count_plan("noisy_counts", plan.target, contribution, (1 - LEVEL) / 2).half_width)
     r = np.asarray(rows).astype(np.int64)
     present = np.diff(np.searchsorted(np.asarray(gv.group), np.arange(r.size + 1, dtype=np.int64)))
     p_hat = _laplace_release(present.astype(np.int64), plan, gen)
     m_hat = _laplace_release(r - present, plan, gen)
-    value = p_hat + np.maximum(m_hat, 0.0)  # m >= 0: the clamp never moves m̃ away from m
-    return _result(value, value - k, value + k, plan.epsilon), (p_hat, plan.scale)
+    value = p_hat + np.where(m_hat > h, m_hat, 0.0)
+    low = p_hat - h + np.maximum(m_hat - h, 0.0)
+    high = p_hat + h + np.maximum(m_hat + h, 0.0)
+    return _result(value, low, high, plan.epsilon), (p_hat, plan.scale)
 
 
 def _joined(s: Sum, m: Mean) -> str:
