@@ -132,6 +132,13 @@ GRID_K = np.arange(-3600, 3201)
 PRIOR_POWER = 1.5
 #: The base measure is flat within this many octaves of its centre.
 PRIOR_FLAT = 20
+#: Step 1's base measure gives the cell around 0 (``[−2^{CELL_E_MIN}, 2^{CELL_E_MIN})``) this many
+#: flat cells' weight (issue 11, two-point columns): a column whose median is an atom at 0 (0/1,
+#: counts, zero-inflated) has every tiny positive cell ``[2^e, 2^{e+1})``, e < 0, only the minority
+#: count behind the cell at 0 (0.4·n for p = 0.3), and at weight 1 the ~22 flat cells' worth of
+#: them took 13 of 30 picks at n = 300, d = 3 (ε_cell = 0.058): the zeros were then untied, the
+#: spread collapsed to the offset and the ones were clipped. At 32 that is about 2 %.
+PRIOR_ZERO = 32.0
 
 #: The smallest ε one step may get (the clipped sum's sampler, ``grid_laplace_integers``, takes
 #: ε >= 2⁻⁴⁰): below, the coordinate plan is not among the plans (:func:`plan_possible`).
@@ -166,6 +173,26 @@ def centred_spread_utility(below_hi: np.ndarray, below_lo: np.ndarray, n: int) -
     below = np.zeros_like(c)  # C_{k−1−tol}, 0 below the grid (then 2·0 − n − Z < 0: never binds)
     below[..., j:] = c[..., :-j]
     return -np.maximum(np.maximum(t2 - 2 * c, 2 * below - t2), 0)
+
+
+def annulus_spread_utility(below_hi: np.ndarray, below_lo: np.ndarray, n: int) -> np.ndarray:
+    """The first spread's utility for a column whose released cell is the one around 0 (step 2,
+    no refinement follows: its ρ share and the second spread's go to this step): with ``C_k`` and
+    ``Z = C_0`` as in :func:`centred_spread_utility`, ``u_k = −(n − Z − (C_k − C_{k−1−τ}))``
+    (``C_{<0} := Z``, τ = :data:`COORD_SPREAD_TOL`), minus the number of UNTIED rows outside the
+    annulus ``g_{k−1−τ} <= |x − c| < g_k`` (a factor 2^{5/4} wide). Adding a tied row moves n, Z
+    and every C by 1 (u unchanged); an untied row inside ``[c − g_{k−1−τ}, c + g_{k−1−τ})`` or
+    outside ``[c − g_k, c + g_k)`` moves u_k by −1, one in the annulus by 0: every u_k moves by 0
+    or −1 (monotone, sensitivity 1), so weights ``exp(ε·u)`` are ε-bounded-range (as
+    :func:`clip_utility`; docs/proofs/mean.md §11). Its maximum is the annulus with the most
+    untied rows: exactly ``[1, 2^{5/4})`` for a 0/1 column around 0, where the median utility's
+    margin was the minority count at ``exp(ε·u/2)``; here it is the same count at ``exp(ε·u)``."""
+    c = np.asarray(below_hi, dtype=np.int64) - np.asarray(below_lo, dtype=np.int64)
+    z = c[..., :1]
+    j = 1 + COORD_SPREAD_TOL
+    inner = np.broadcast_to(z, c.shape).copy()  # C_{k−1−τ}, Z below the grid
+    inner[..., j:] = c[..., :-j]
+    return -(np.int64(n) - z - (c - inner))
 
 
 def clip_outside_counts(below_lo: np.ndarray, below_hi_up: np.ndarray, n: int) -> np.ndarray:
@@ -266,6 +293,8 @@ class CoordinateBudget:
     rho_levels: Fraction  #: ρ of all refinement levels of a column together (split over L_j)
     e_s2: Fraction  #: ... of the second spread
     e_clip: Fraction  #: ... of the clip multiple (step 5)
+    e_s1_zero: Fraction  #: ... of the first spread of a column whose cell is the one around 0
+    #: (no levels and no second spread follow: their shares join the first spread's)
 
     def level_epsilon(self, levels: int) -> Fraction:
         """The exponential mechanism's ε of each of ``levels`` refinement levels."""
@@ -302,7 +331,7 @@ def _budget(epsilon: Fraction, delta: Fraction, d: int, low: bool, _key: tuple) 
     a_cell, a_s1, a_lv, a_s2, a_clip = COORD_SHARES
     return CoordinateBudget(eps_n, eps_out, eps_sel, delta_sel, rho, eps_sum, em_epsilon(rho_j * a_cell),
                             em_epsilon(rho_j * a_s1), rho_j * a_lv, em_epsilon(rho_j * a_s2),
-                            em_epsilon(rho_j * a_clip))
+                            em_epsilon(rho_j * a_clip), em_epsilon(rho_j * (a_s1 + a_lv + a_s2)))
 
 
 def coordinate_budget(epsilon: Any, delta: Any, d: int, low: bool = False) -> CoordinateBudget:
@@ -413,23 +442,36 @@ def spread_log_prior(anchor: np.ndarray) -> np.ndarray:
 
 def cell_log_prior(oct_: np.ndarray, e_min: int) -> np.ndarray:
     """Offsets over the octave cells: :func:`log_prior` centred at 2⁰, and the central cell
-    ``[−2^{e_min}, 2^{e_min})`` (around 0, octave ``e_min − 1``) as if it were at octave 0."""
-    return log_prior(np.where(oct_ == e_min - 1, 0.0, oct_), 0.0)
+    ``[−2^{e_min}, 2^{e_min})`` (around 0, octave ``e_min − 1``) as if it were at octave 0, with
+    :data:`PRIOR_ZERO` times a flat cell's weight (public)."""
+    zero = oct_ == e_min - 1
+    return log_prior(np.where(zero, 0.0, oct_), 0.0) + np.where(zero, math.log(PRIOR_ZERO), 0.0)
 
 
 def centred_spread(source: Any, center: np.ndarray, n: int, eps: Fraction, anchor: np.ndarray,
-                   gen: np.random.Generator) -> np.ndarray:
+                   gen: np.random.Generator, zero: np.ndarray | None = None,
+                   eps_zero: Fraction | None = None) -> np.ndarray:
     """A spread step (docs/proofs/mean.md §11): per column, the exponential mechanism (Δ = 1) on
     :func:`centred_spread_utility` around the released ``center`` over :func:`positive_grid`,
-    base measure :func:`spread_log_prior` ``(anchor)``; one pass over the data."""
+    base measure :func:`spread_log_prior` ``(anchor)``; one pass over the data. The columns of the
+    public mask ``zero`` (released cell around 0; step 2 only) use :func:`annulus_spread_utility`
+    instead, monotone: weights ``exp(eps_zero·u)`` (the sampler at ``2·eps_zero``), drawn after
+    the others."""
     grid = positive_grid()
     d = center.size
+    zero = np.zeros(d, bool) if zero is None else np.asarray(zero, bool)
     with np.errstate(over="ignore", invalid="ignore"):
         edges = [np.concatenate([center[j] - grid, center[j] + grid]) for j in range(d)]  # over columns
     below = source.below_counts(edges)
-    util = np.stack([centred_spread_utility(below[j][grid.size:], below[j][: grid.size], n)
-                     for j in range(d)])  # over columns
-    return grid[exponential_mechanism(util, base_measure(spread_log_prior(anchor)), eps, gen)]
+    mu = base_measure(spread_log_prior(anchor))
+    pick = np.empty(d, dtype=np.int64)
+    for mask, utility, e in ((~zero, centred_spread_utility, eps), (zero, annulus_spread_utility, None)):
+        idx = np.flatnonzero(mask)
+        if idx.size == 0:
+            continue
+        util = np.stack([utility(below[j][grid.size:], below[j][: grid.size], n) for j in idx.tolist()])
+        pick[idx] = exponential_mechanism(util, mu[idx], eps if e is not None else 2 * eps_zero, gen)
+    return grid[pick]
 
 
 def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Generator,
@@ -454,14 +496,17 @@ def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Genera
     below = source.below_counts([np.concatenate([lo, hi])] * d)  # one pass, d columns
     util = np.stack([cell_utility_of_counts(b[: lo.size], b[lo.size :], n) for b in below])
     pick = exponential_mechanism(util, base_measure(cell_log_prior(oct_, CELL_E_MIN)), bud.e_cell, gen)
+    zero = pick == 0  # the cell around 0 (public): L_j = 0 for any spread >= 2⁻⁹⁰⁰, no second spread
     a, b = lo[pick].copy(), hi[pick].copy()
     with np.errstate(invalid="ignore", over="ignore"):
         wide = ~np.isfinite(b - a)  # the two cells beyond ±2^1023: their finite edge
         c1 = np.where(wide, np.where(np.isfinite(a), a, b), a + (b - a) / 2)
     # 2. first spread: the untied median of |x − c1| (Δ = 1), base measure around 2⁰ and c1's octave
-    s1 = centred_spread(source, c1, n, bud.e_s1, _octave(c1), gen)
+    #    (the cell around 0: the annulus utility, monotone, at the shares of s1, levels and s2)
+    s1 = centred_spread(source, c1, n, bud.e_s1, _octave(c1), gen, zero, bud.e_s1_zero)
     with np.errstate(over="ignore"):
         levels = levels_needed(b - a, s1 / COORD_LEVEL_DIV)
+    levels = np.where(zero, 0, levels)  # already 0 (width 2⁻¹⁰²¹ < s1/32): the budget relies on it
     if int(levels.max()) > COORD_LEVELS:
         if may_switch:
             return None
