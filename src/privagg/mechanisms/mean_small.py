@@ -14,11 +14,15 @@ exponential mechanism at ε is ε²/8-zCDP), and the rest, pure, for the d clipp
 
 1. an octave cell (location first): the exponential mechanism (Δ = 1) on :func:`cell_utility`
    over the public partition :func:`octave_cells` ``(CELL_E_MIN)`` (all of the floats), base
-   measure :func:`cell_log_prior`; ``c1`` its midpoint (0 for the cell around 0);
+   measure :func:`cell_log_prior` (the cell around 0 weighs :data:`PRIOR_ZERO` flat cells);
+   ``c1`` its midpoint (0 for the cell around 0);
 2. a first spread ``s1``: the exponential mechanism (Δ = 1) on :func:`centred_spread_utility`,
    the untied median of ``|x − c1|`` over ``2^{k/4}`` (2⁻⁹⁰⁰ … 2⁸⁰⁰), good within
    :data:`COORD_SPREAD_TOL` grid steps above the median; base measure :func:`spread_log_prior`
-   (flat around 2⁰ and around ``c1``'s octave);
+   (flat around 2⁰ and around ``c1``'s octave); for a column whose cell is the one around 0 (no
+   levels, no second spread follow) instead :func:`annulus_spread_utility` (monotone: weights
+   ``exp(ε·u)``) at the three shares of steps 2–4 (``e_s1_zero``), base measure also
+   :func:`zero_spread_log_prior`;
 3. ``L_j`` = :func:`levels_needed` ``(cell width, s1/COORD_LEVEL_DIV)`` refinement levels (public):
    each splits the cell into :data:`COORD_BRANCH` subcells (plus one on each side) and picks one
    (exponential mechanism, cell utility, ρ_levels/L_j each); the center is the last cell's midpoint;
