@@ -26,7 +26,8 @@ exponential mechanism at ε is ε²/8-zCDP), and the rest, pure, for the d clipp
 3. ``L_j`` = :func:`levels_needed` ``(cell width, s1/COORD_LEVEL_DIV)`` refinement levels (public):
    each splits the cell into :data:`COORD_BRANCH` subcells (plus one on each side) and picks one
    (exponential mechanism, cell utility, ρ_levels/L_j each); the center is the last cell's midpoint;
-4. for columns with ``L_j >= 1`` a second spread ``s2`` around the refined center (as step 2);
+4. for columns with ``L_j >= 1`` a second spread ``s2`` around the refined center (as step 2,
+   the rows on the refined cell's left edge also tied: :func:`edge_tied_counts`);
 5. the clip multiple ``K_j`` from the public ladder :data:`COORD_CLIP_KS` (1.25 … 7): the
    exponential mechanism on :func:`clip_utility` (minus the rows beyond ``K_i·s_j``; monotone,
    Δ = 1: weights ``exp(ε·u)``), base measure :func:`clip_log_prior` (the public noise cost of
