@@ -23,6 +23,9 @@ to N(50, 10) and 100·Exp(1)) at each n, per column the median |error| over the 
 range oracle's (⊥ counts as infinite), the plans as shipped, fresh data per run:
 
     PYTHONPATH=src python benchmarks/mean_small_n.py --table --runs 40 --n 300,1000 --seed 11
+
+``--table --extra`` runs the same for :data:`EXTRA_TABLES` (0/1 with p = 0.7, Poisson(0.5) and
+Poisson(3) counts, a zero-inflated column, N(0, 1)).
 """
 
 from __future__ import annotations
@@ -66,6 +69,16 @@ TABLES = {
 }
 
 
+#: --table --extra: further atom-heavy first columns (issue 11, two-point and zero-heavy columns).
+EXTRA_TABLES = {
+    "binary p=0.7": lambda n, g: g.binomial(1, 0.7, n).astype(np.float64),
+    "poisson 0.5": lambda n, g: g.poisson(0.5, n).astype(np.float64),
+    "poisson 3": lambda n, g: g.poisson(3.0, n).astype(np.float64),
+    "zero-inflated 0.6·0 + Exp(5)": lambda n, g: np.where(g.random(n) < 0.6, 0.0, g.exponential(5.0, n)),
+    "N(0, 1)": lambda n, g: g.normal(size=n),
+}
+
+
 def table_cell(name: str, n: int, args: argparse.Namespace) -> list[str]:
     ss = np.random.SeedSequence([args.seed, n, sum(map(ord, name))])
     data_g, oracle_g, run_g = (np.random.default_rng(s) for s in ss.spawn(3))
@@ -104,12 +117,16 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--bias", action="store_true")
     ap.add_argument("--table", action="store_true")
+    ap.add_argument("--extra", action="store_true", help="--table: the EXTRA_TABLES instead")
     args = ap.parse_args()
     if args.table:
         print(f"eps={args.eps} delta={DELTA} runs={args.runs} seed={args.seed} (median |error| / range oracle's)")
         head = ["bounded column", "n", "bounded/oracle", "N(50, 10)/oracle", "100·Exp(1)/oracle", "⊥"]
         print("| " + " | ".join(head) + " |")
         print("|" + "---|" * len(head))
+        if args.extra:
+            TABLES.clear()
+            TABLES.update(EXTRA_TABLES)
         for name in TABLES:
             for n in [int(v) for v in args.n.split(",")]:
                 print("| " + " | ".join(table_cell(name, n, args)) + " |", flush=True)

@@ -62,12 +62,17 @@ def cell_step(x: np.ndarray):
     return S.cell_utility(np.sort(x), lo, hi), S.base_measure(S.cell_log_prior(oct_, S.CELL_E_MIN))
 
 
-def spread_step(x: np.ndarray, center: float, anchor: float):
-    """Step 2 (or 4) for one column around the released ``center``."""
+def spread_step(x: np.ndarray, center: float, anchor: float, edge: float | None = None):
+    """Step 2 (or 4) for one column around the released ``center`` (step 4: the rows on the
+    refined cell's left ``edge`` tied, ``edge_tied_counts``)."""
     grid = S.positive_grid()
     xs = np.sort(x)
     with np.errstate(over="ignore"):
-        below = np.searchsorted(xs, np.concatenate([center - grid, center + grid]), side="left")
+        lo = center - grid
+        extra = [] if edge is None else [edge, np.nextafter(edge, np.inf)]
+        below = np.searchsorted(xs, np.concatenate([lo, center + grid, extra]), side="left")
+    if edge is not None:
+        below = S.edge_tied_counts(below, lo, edge)
     return (S.centred_spread_utility(below[grid.size:], below[: grid.size], x.size),
             S.base_measure(S.spread_log_prior(np.array([anchor])))[0])
 
@@ -204,7 +209,10 @@ def test_steps_match_coordinate_mean_calls(monkeypatch):
     assert len(levels) == 2 and all(lv[0].size == S.COORD_BRANCH + 1 and (lv[1] == 1).all()
                                     and lv[2] == b.level_epsilon(2) for lv in levels)
     s1 = S.positive_grid()[k_1]
-    u, mu = spread_step(x, float(out["center"][0]), float(S._octave(np.array([s1]))[0]))
+    w = (hi[k_c] - lo[k_c]) / S.COORD_BRANCH**2  # the refined cell after two levels
+    edge = float(out["center"][0]) - w / 2  # its left edge: a row (3000 + 0.25·i) sits on it
+    assert edge in x.tolist()
+    u, mu = spread_step(x, float(out["center"][0]), float(S._octave(np.array([s1]))[0]), edge)
     assert np.array_equal(u_2, u) and np.array_equal(mu_2, mu) and e_2 == b.e_s2
     # step 5, the clip multiple (test_fc_mean_coordinate_clip.py): weights exp(ε_clip·u)
     radii = S.clip_candidates(out["spread"])[0]

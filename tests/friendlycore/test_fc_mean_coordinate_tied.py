@@ -6,7 +6,8 @@ tied) got the grid's bottom spread 2⁻¹⁰⁷⁴; its clip radius then underfl
 ``private_mean`` raised ParameterError AFTER the charge (3 of these 5 seeds on commit 4bd1e9f),
 or released the median 0 (about 16 SE off). Then the spread was the median of the UNTIED pairs;
 since issue 11's mean-low fix it is the median of the UNTIED distances to the released center
-(``centred_spread_utility``, sensitivity 1), and the spread grid is bounded to 2⁻⁹⁰⁰ … 2⁸⁰⁰.
+(``centred_spread_utility``, sensitivity 1; around the cell at 0, ``annulus_spread_utility``: the
+untied rows outside an annulus), and the spread grid is bounded to 2⁻⁹⁰⁰ … 2⁸⁰⁰.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ def test_negative_control_plain_median_spread_is_far(monkeypatch):
         return -np.maximum(np.maximum(n - 2 * c, 2 * prev - n), 0)
 
     monkeypatch.setattr(S, "centred_spread_utility", plain)
+    monkeypatch.setattr(S, "annulus_spread_utility", plain)  # the center 0's step (issue 11)
     errs = _errors_se(_binary())
     print(f"seed={SEED} control errors (SE):", np.round(errs, 2))
     assert min(errs) > 5.0, errs

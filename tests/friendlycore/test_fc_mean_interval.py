@@ -124,9 +124,12 @@ def test_penguins_year_flipper_released(plan, monkeypatch):
             assert rel.scales[0] == 1.0  # year's differences: 0, 1, 2
         else:  # the untied distances of 2007–2009 to the refined center (2008.5 at these seeds:
             # median 0.5, good spreads 0.5 … 0.5·2^(5/4)): a spread of 2^(-1) … 2 (was 2^(-1/2) … 2,
-            # a band of the draws before the clip-multiple step, which re-split the selections' ρ)
+            # a band of the draws before the clip-multiple step, which re-split the selections' ρ).
+            # Since step 4 ties the rows on the refined cell's left edge (2008, issue 11 atoms) the
+            # untied ones are 2009 (119 rows, distance 0.5) and 2007 (109, distance 1.5): a median
+            # 0.5 by 10 rows, so spreads up to 1.5·2^(5/4) (2.38 at seed 1).
             spread = seen[-1]["spread"]
-            assert 2.0**-1 <= spread[0] <= 2.0, spread
+            assert 2.0**-1 <= spread[0] <= 1.5 * 2.0**1.25, spread
             assert np.array_equal(rel.scales, seen[-1]["multiple"] * spread)
         if plan == "coordinate":
             assert rel.clip_rule == "coordinate"  # no switch to the FriendlyCore plan

@@ -14,15 +14,20 @@ exponential mechanism at ε is ε²/8-zCDP), and the rest, pure, for the d clipp
 
 1. an octave cell (location first): the exponential mechanism (Δ = 1) on :func:`cell_utility`
    over the public partition :func:`octave_cells` ``(CELL_E_MIN)`` (all of the floats), base
-   measure :func:`cell_log_prior`; ``c1`` its midpoint (0 for the cell around 0);
+   measure :func:`cell_log_prior` (the cell around 0 weighs :data:`PRIOR_ZERO` flat cells);
+   ``c1`` its midpoint (0 for the cell around 0);
 2. a first spread ``s1``: the exponential mechanism (Δ = 1) on :func:`centred_spread_utility`,
    the untied median of ``|x − c1|`` over ``2^{k/4}`` (2⁻⁹⁰⁰ … 2⁸⁰⁰), good within
    :data:`COORD_SPREAD_TOL` grid steps above the median; base measure :func:`spread_log_prior`
-   (flat around 2⁰ and around ``c1``'s octave);
+   (flat around 2⁰ and around ``c1``'s octave); for a column whose cell is the one around 0 (no
+   levels, no second spread follow) instead :func:`annulus_spread_utility` (monotone: weights
+   ``exp(ε·u)``) at the three shares of steps 2–4 (``e_s1_zero``), base measure also
+   :func:`zero_spread_log_prior`;
 3. ``L_j`` = :func:`levels_needed` ``(cell width, s1/COORD_LEVEL_DIV)`` refinement levels (public):
    each splits the cell into :data:`COORD_BRANCH` subcells (plus one on each side) and picks one
    (exponential mechanism, cell utility, ρ_levels/L_j each); the center is the last cell's midpoint;
-4. for columns with ``L_j >= 1`` a second spread ``s2`` around the refined center (as step 2);
+4. for columns with ``L_j >= 1`` a second spread ``s2`` around the refined center (as step 2,
+   the rows on the refined cell's left edge also tied: :func:`edge_tied_counts`);
 5. the clip multiple ``K_j`` from the public ladder :data:`COORD_CLIP_KS` (1.25 … 7): the
    exponential mechanism on :func:`clip_utility` (minus the rows beyond ``K_i·s_j``; monotone,
    Δ = 1: weights ``exp(ε·u)``), base measure :func:`clip_log_prior` (the public noise cost of
@@ -132,6 +137,18 @@ GRID_K = np.arange(-3600, 3201)
 PRIOR_POWER = 1.5
 #: The base measure is flat within this many octaves of its centre.
 PRIOR_FLAT = 20
+#: Step 1's base measure gives the cell around 0 (``[−2^{CELL_E_MIN}, 2^{CELL_E_MIN})``) this many
+#: flat cells' weight (issue 11, two-point columns): a column whose median is an atom at 0 (0/1,
+#: counts, zero-inflated) has every tiny positive cell ``[2^e, 2^{e+1})``, e < 0, only the minority
+#: count behind the cell at 0 (0.4·n for p = 0.3), and at weight 1 the ~22 flat cells' worth of
+#: them took 13 of 30 picks at n = 300, d = 3 (ε_cell = 0.058): the zeros were then untied, the
+#: spread collapsed to the offset and the ones were clipped. At 32 that is about 2 %.
+PRIOR_ZERO = 32.0
+#: The annulus step's base measure decays as ``g^{−ZERO_SPREAD_DECAY}`` above 2⁰ (public): a
+#: spread too small clips the few untied rows (bias at most their share), one too large inflates
+#: the sum's noise without bound; with few untied rows (0/1, p = 0.05, n = 300: 15) the data
+#: cannot decide and the flat measure gave 1.95–3.33× the oracle over three seeds, 1.26–2.02 at 0.25.
+ZERO_SPREAD_DECAY = 0.25
 
 #: The smallest ε one step may get (the clipped sum's sampler, ``grid_laplace_integers``, takes
 #: ε >= 2⁻⁴⁰): below, the coordinate plan is not among the plans (:func:`plan_possible`).
@@ -166,6 +183,26 @@ def centred_spread_utility(below_hi: np.ndarray, below_lo: np.ndarray, n: int) -
     below = np.zeros_like(c)  # C_{k−1−tol}, 0 below the grid (then 2·0 − n − Z < 0: never binds)
     below[..., j:] = c[..., :-j]
     return -np.maximum(np.maximum(t2 - 2 * c, 2 * below - t2), 0)
+
+
+def annulus_spread_utility(below_hi: np.ndarray, below_lo: np.ndarray, n: int) -> np.ndarray:
+    """The first spread's utility for a column whose released cell is the one around 0 (step 2,
+    no refinement follows: its ρ share and the second spread's go to this step): with ``C_k`` and
+    ``Z = C_0`` as in :func:`centred_spread_utility`, ``u_k = −(n − Z − (C_k − C_{k−1−τ}))``
+    (``C_{<0} := Z``, τ = :data:`COORD_SPREAD_TOL`), minus the number of UNTIED rows outside the
+    annulus ``g_{k−1−τ} <= |x − c| < g_k`` (a factor 2^{5/4} wide). Adding a tied row moves n, Z
+    and every C by 1 (u unchanged); an untied row inside ``[c − g_{k−1−τ}, c + g_{k−1−τ})`` or
+    outside ``[c − g_k, c + g_k)`` moves u_k by −1, one in the annulus by 0: every u_k moves by 0
+    or −1 (monotone, sensitivity 1), so weights ``exp(ε·u)`` are ε-bounded-range (as
+    :func:`clip_utility`; docs/proofs/mean.md §11). Its maximum is the annulus with the most
+    untied rows: exactly ``[1, 2^{5/4})`` for a 0/1 column around 0, where the median utility's
+    margin was the minority count at ``exp(ε·u/2)``; here it is the same count at ``exp(ε·u)``."""
+    c = np.asarray(below_hi, dtype=np.int64) - np.asarray(below_lo, dtype=np.int64)
+    z = c[..., :1]
+    j = 1 + COORD_SPREAD_TOL
+    inner = np.broadcast_to(z, c.shape).copy()  # C_{k−1−τ}, Z below the grid
+    inner[..., j:] = c[..., :-j]
+    return -(np.int64(n) - z - (c - inner))
 
 
 def clip_outside_counts(below_lo: np.ndarray, below_hi_up: np.ndarray, n: int) -> np.ndarray:
@@ -266,6 +303,8 @@ class CoordinateBudget:
     rho_levels: Fraction  #: ρ of all refinement levels of a column together (split over L_j)
     e_s2: Fraction  #: ... of the second spread
     e_clip: Fraction  #: ... of the clip multiple (step 5)
+    e_s1_zero: Fraction  #: ... of the first spread of a column whose cell is the one around 0
+    #: (no levels and no second spread follow: their shares join the first spread's)
 
     def level_epsilon(self, levels: int) -> Fraction:
         """The exponential mechanism's ε of each of ``levels`` refinement levels."""
@@ -302,7 +341,7 @@ def _budget(epsilon: Fraction, delta: Fraction, d: int, low: bool, _key: tuple) 
     a_cell, a_s1, a_lv, a_s2, a_clip = COORD_SHARES
     return CoordinateBudget(eps_n, eps_out, eps_sel, delta_sel, rho, eps_sum, em_epsilon(rho_j * a_cell),
                             em_epsilon(rho_j * a_s1), rho_j * a_lv, em_epsilon(rho_j * a_s2),
-                            em_epsilon(rho_j * a_clip))
+                            em_epsilon(rho_j * a_clip), em_epsilon(rho_j * (a_s1 + a_lv + a_s2)))
 
 
 def coordinate_budget(epsilon: Any, delta: Any, d: int, low: bool = False) -> CoordinateBudget:
@@ -413,23 +452,68 @@ def spread_log_prior(anchor: np.ndarray) -> np.ndarray:
 
 def cell_log_prior(oct_: np.ndarray, e_min: int) -> np.ndarray:
     """Offsets over the octave cells: :func:`log_prior` centred at 2⁰, and the central cell
-    ``[−2^{e_min}, 2^{e_min})`` (around 0, octave ``e_min − 1``) as if it were at octave 0."""
-    return log_prior(np.where(oct_ == e_min - 1, 0.0, oct_), 0.0)
+    ``[−2^{e_min}, 2^{e_min})`` (around 0, octave ``e_min − 1``) as if it were at octave 0, with
+    :data:`PRIOR_ZERO` times a flat cell's weight (public)."""
+    zero = oct_ == e_min - 1
+    return log_prior(np.where(zero, 0.0, oct_), 0.0) + np.where(zero, math.log(PRIOR_ZERO), 0.0)
+
+
+def edge_tied_counts(below: np.ndarray, lo_edges: np.ndarray, a: float) -> np.ndarray:
+    """Step 4's counts with the rows equal to the refined cell's left edge ``a`` (public) counted as
+    tied: from ``below`` = ``#{x < e}`` at ``[c − g, c + g, a, nextafter(a, ∞)]`` (``lo_edges`` =
+    ``c − g`` as computed for them), ``#{x < c − g_k}`` lowered by ``E = #{x = a}`` where
+    ``a < c − g_k`` (there ``a`` lies outside ``[c − g_k, c + g_k)``; ``a < c``), so that
+    ``C'_k = C_k + E·[a < c − g_k] = #{x ∈ [c − g_k, c + g_k) ∪ {a}}``: nested in k, every row at
+    ``a`` inside every set, each moved by 0 or 1 by a row: :func:`centred_spread_utility`'s proof
+    holds verbatim (docs/proofs/mean.md §11). Why: an atom at the median (0/1 with p = 0.7) falls on
+    the dyadic edge ``a`` of its refined cell, at the offset w/2 from the midpoint center, and the
+    untied median distance was that offset (the zeros clipped in 40 of 40 runs at n = 1000)."""
+    g = (np.asarray(below).size - 2) // 2
+    b = np.asarray(below, dtype=np.int64)
+    eq = int(b[-1] - b[-2])
+    lo = b[:g] - eq * (a < np.asarray(lo_edges)).astype(np.int64)
+    return np.concatenate([lo, b[g : 2 * g]])
+
+
+def zero_spread_log_prior() -> np.ndarray:
+    """The annulus step's extra ``ln`` base measure over the spread grid: ``−ZERO_SPREAD_DECAY·
+    ln(g_k)`` above 2⁰, 0 below (public)."""
+    return -ZERO_SPREAD_DECAY * np.maximum(GRID_K / 4.0, 0.0) * math.log(2.0)
 
 
 def centred_spread(source: Any, center: np.ndarray, n: int, eps: Fraction, anchor: np.ndarray,
-                   gen: np.random.Generator) -> np.ndarray:
+                   gen: np.random.Generator, zero: np.ndarray | None = None,
+                   eps_zero: Fraction | None = None, edge: np.ndarray | None = None) -> np.ndarray:
     """A spread step (docs/proofs/mean.md §11): per column, the exponential mechanism (Δ = 1) on
     :func:`centred_spread_utility` around the released ``center`` over :func:`positive_grid`,
-    base measure :func:`spread_log_prior` ``(anchor)``; one pass over the data."""
+    base measure :func:`spread_log_prior` ``(anchor)``; one pass over the data. The columns of the
+    public mask ``zero`` (released cell around 0; step 2 only) use :func:`annulus_spread_utility`
+    instead, monotone: weights ``exp(eps_zero·u)`` (the sampler at ``2·eps_zero``), drawn after
+    the others. With ``edge`` (public, per column, NaN for none; step 4: the refined cell's left
+    edge ``a``) the rows equal to ``a`` count as tied: ``C'_k = #{x ∈ [c − g_k, c + g_k) or x = a}``
+    (:func:`edge_tied_counts`)."""
     grid = positive_grid()
     d = center.size
+    zero = np.zeros(d, bool) if zero is None else np.asarray(zero, bool)
+    edge = np.full(d, np.nan) if edge is None else np.asarray(edge, np.float64)
+    has = np.isfinite(edge)
     with np.errstate(over="ignore", invalid="ignore"):
-        edges = [np.concatenate([center[j] - grid, center[j] + grid]) for j in range(d)]  # over columns
+        edges = [np.concatenate([center[j] - grid, center[j] + grid]
+                                + ([[edge[j], np.nextafter(edge[j], np.inf)]] if has[j] else []))
+                 for j in range(d)]  # over columns
     below = source.below_counts(edges)
-    util = np.stack([centred_spread_utility(below[j][grid.size:], below[j][: grid.size], n)
-                     for j in range(d)])  # over columns
-    return grid[exponential_mechanism(util, base_measure(spread_log_prior(anchor)), eps, gen)]
+    for j in np.flatnonzero(has).tolist():  # over columns
+        below[j] = edge_tied_counts(below[j], edges[j][: grid.size], edge[j])
+    lp = spread_log_prior(anchor)
+    pick = np.empty(d, dtype=np.int64)
+    for mask, utility, e in ((~zero, centred_spread_utility, eps), (zero, annulus_spread_utility, None)):
+        idx = np.flatnonzero(mask)
+        if idx.size == 0:
+            continue
+        util = np.stack([utility(below[j][grid.size:], below[j][: grid.size], n) for j in idx.tolist()])
+        mu = base_measure(lp[idx] if e is not None else lp[idx] + zero_spread_log_prior())
+        pick[idx] = exponential_mechanism(util, mu, eps if e is not None else 2 * eps_zero, gen)
+    return grid[pick]
 
 
 def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Generator,
@@ -454,14 +538,17 @@ def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Genera
     below = source.below_counts([np.concatenate([lo, hi])] * d)  # one pass, d columns
     util = np.stack([cell_utility_of_counts(b[: lo.size], b[lo.size :], n) for b in below])
     pick = exponential_mechanism(util, base_measure(cell_log_prior(oct_, CELL_E_MIN)), bud.e_cell, gen)
+    zero = pick == 0  # the cell around 0 (public): L_j = 0 for any spread >= 2⁻⁹⁰⁰, no second spread
     a, b = lo[pick].copy(), hi[pick].copy()
     with np.errstate(invalid="ignore", over="ignore"):
         wide = ~np.isfinite(b - a)  # the two cells beyond ±2^1023: their finite edge
         c1 = np.where(wide, np.where(np.isfinite(a), a, b), a + (b - a) / 2)
     # 2. first spread: the untied median of |x − c1| (Δ = 1), base measure around 2⁰ and c1's octave
-    s1 = centred_spread(source, c1, n, bud.e_s1, _octave(c1), gen)
+    #    (the cell around 0: the annulus utility, monotone, at the shares of s1, levels and s2)
+    s1 = centred_spread(source, c1, n, bud.e_s1, _octave(c1), gen, zero, bud.e_s1_zero)
     with np.errstate(over="ignore"):
         levels = levels_needed(b - a, s1 / COORD_LEVEL_DIV)
+    levels = np.where(zero, 0, levels)  # already 0 (width 2⁻¹⁰²¹ < s1/32): the budget relies on it
     if int(levels.max()) > COORD_LEVELS:
         if may_switch:
             return None
@@ -486,7 +573,8 @@ def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Genera
     #    not move: their first spread stays)
     spread = s1
     if refined.any():
-        s2 = centred_spread(source, center, n, bud.e_s2, _octave(s1), gen)
+        #    (rows on the refined cell's left edge a count as tied: an atom at the median)
+        s2 = centred_spread(source, center, n, bud.e_s2, _octave(s1), gen, edge=np.where(refined, a, np.nan))
         spread = np.where(refined, s2, s1)
         with np.errstate(over="ignore", invalid="ignore"):
             if may_switch and bool(np.any(refined & ((b - a) > COORD_SWITCH_WIDTH * s2))):
