@@ -34,6 +34,7 @@ import pytest
 
 import privagg.mechanisms.mean_small as S
 from privagg.testing.audit import audit_samples
+from privagg.testing.fixtures import record_exponential_mechanism
 
 SEED = 20261201
 CONF = 0.999
@@ -183,16 +184,7 @@ def test_steps_match_coordinate_mean_calls(monkeypatch):
     record its calls on one column (d = 1, n = 21 rows near 3000: the cell [2048, 4096), two
     refinement levels and the second spread), replay the released values into the constructions
     and compare utilities, base measures and ε (from coordinate_budget). Deterministic."""
-    calls = []
-    real = S.exponential_mechanism
-
-    def recorder(utility, mu, eps, gen, size=None):
-        out = real(utility, mu, eps, gen, size)
-        calls.append((np.array(utility)[0], np.broadcast_to(np.asarray(mu), np.shape(utility))[0].copy(),
-                      eps, int(out[0])))
-        return out
-
-    monkeypatch.setattr(S, "exponential_mechanism", recorder)
+    calls = record_exponential_mechanism(monkeypatch, S)
     x = np.arange(21, dtype=np.float64) * 0.25 + 3000.0
     eps, dlt = Fraction(20), Fraction(1, 10**6)
     out = S.coordinate_mean(x[:, None], 21, eps, np.random.default_rng(7), dlt, may_switch=False)

@@ -21,6 +21,7 @@ import numpy as np
 
 import privagg.mechanisms.mean_small as S
 from privagg import private_mean
+from privagg.testing.fixtures import record_exponential_mechanism
 
 SEED = 20261202
 RUNS = 100
@@ -202,16 +203,7 @@ def test_zero_branch_steps_match_coordinate_mean_calls(monkeypatch):
     ε = 20: the cell around 0 is picked): three calls (cell, first spread, clip multiple: no levels,
     no second spread), the spread's utility, base measure and sampler ε exactly those of
     :func:`annulus_step` at 2·e_s1_zero. Deterministic."""
-    calls = []
-    real = S.exponential_mechanism
-
-    def recorder(utility, mu, eps, gen, size=None):
-        out = real(utility, mu, eps, gen, size)
-        calls.append((np.array(utility)[0], np.broadcast_to(np.asarray(mu), np.shape(utility))[0].copy(),
-                      eps, int(out[0])))
-        return out
-
-    monkeypatch.setattr(S, "exponential_mechanism", recorder)
+    calls = record_exponential_mechanism(monkeypatch, S)
     x = (np.random.default_rng(SEED).random(400) < 0.3).astype(np.float64)
     eps, dlt = Fraction(20), Fraction(1, 10**6)
     out = S.coordinate_mean(x[:, None], 400, eps, np.random.default_rng(7), dlt, may_switch=False)

@@ -1,4 +1,4 @@
-"""Small fixtures shared by privagg's statistical tests of user-level releases."""
+"""Small fixtures shared by privagg's statistical tests (user-level releases, recorded sampler calls)."""
 
 from __future__ import annotations
 
@@ -29,3 +29,19 @@ def unit_copies(units_per_copy: Any, l0: int, rows: int = 1) -> tuple[np.ndarray
     keys = (unit_copy[:, None] * l0 + np.arange(l0)[None, :]).repeat(rows, axis=1).ravel()
     units = np.repeat(np.arange(unit_copy.size), l0 * rows)
     return keys, units
+
+
+def record_exponential_mechanism(monkeypatch: Any, module: Any) -> list[tuple[np.ndarray, np.ndarray, Any, int]]:
+    """Wrap ``module.exponential_mechanism`` (with pytest's ``monkeypatch``) so that every call
+    is recorded as ``(first utility row, its base measure row, ε, the pick)``; returns the list."""
+    calls: list[tuple[np.ndarray, np.ndarray, Any, int]] = []
+    real = module.exponential_mechanism
+
+    def recorder(utility: Any, mu: Any, eps: Any, gen: Any, size: Any = None) -> Any:
+        out = real(utility, mu, eps, gen, size)
+        calls.append((np.array(utility)[0], np.broadcast_to(np.asarray(mu), np.shape(utility))[0].copy(),
+                      eps, int(out[0])))
+        return out
+
+    monkeypatch.setattr(module, "exponential_mechanism", recorder)
+    return calls
