@@ -270,7 +270,7 @@ def test_count_pair_feeds_mean(monkeypatch):
 
 def _pair(m_missing, G=4000, n=50, seed=20261202):
     """_count_pair on G groups of n rows, the first m_missing rows of each without a value."""
-    from privagg.mechanisms.aggregate import _count_pair
+    from privagg.mechanisms.grouped_bounded import count_pair as _count_pair
 
     present = np.full(G, n - m_missing)
     gv = GroupedValues(np.repeat(np.arange(G), present), np.zeros(int(present.sum())), G)
@@ -280,7 +280,7 @@ def _pair(m_missing, G=4000, n=50, seed=20261202):
 
 
 def test_count_pair_threshold():
-    """count() fed to the unbounded mean (aggregate._count_pair, docs/proofs/aggregate_mean.md §8.1):
+    """count() fed to the unbounded mean (grouped_bounded.count_pair, docs/proofs/aggregate_mean.md §8.1):
     without missing values it is p̃ except where m̃ > h (≤ 2.5 % of groups), so its error is the
     plain count's; with many missing values it is p̃ + m̃; the interval holds the row count in
     ≥ 95 % of groups and contains the value. Seed 20261202, 4000 groups: the binomial checks fail

@@ -229,7 +229,7 @@ class Mean(_Metric):
     def run(self, cand: Any, eps: Fraction, dlt: Fraction, contribution: Contribution, gen: Any,
             n_hat: Any = None, n_scale: Any = None) -> MetricResult:
         """``n_hat``/``n_scale`` (unbounded only): the query's released ``count()`` pair's
-        present-row counts and their noise scale (:func:`_count_pair`)."""
+        present-row counts and their noise scale (:func:`~privagg.mechanisms.grouped_bounded.count_pair`)."""
         gv = cand.values[self.column]
         if self.bounds is None:
             from .grouped_mean import friendly_means
@@ -751,8 +751,10 @@ def aggregate(
             continue
         if feed is not None and isinstance(m, Count):
             if cand.size:
-                results[m.name], fed = _count_pair(cand.rows, cand.values[feed.column], split[m.name][0],
-                                                   contribution, gen)
+                from .grouped_bounded import count_pair
+
+                results[m.name], fed = count_pair(cand.rows, cand.values[feed.column], split[m.name][0],
+                                                  contribution, gen)
             else:
                 results[m.name] = _empty(m)
             continue
@@ -799,37 +801,11 @@ def aggregate(
 def _count_feed(mets: tuple[_Metric, ...], joint: _Joint | None) -> Mean | None:
     """The first unbounded ``mean(col)`` in the query's order when the query has ``count()`` and
     the count is not joined with a bounded mean (:func:`_count_joint`), else None (public). Its
-    count is then released as the pair :func:`_count_pair` and the mean reads that pair's ``p̃``
+    count is then released as the pair :func:`~privagg.mechanisms.grouped_bounded.count_pair` and the mean reads that pair's ``p̃``
     instead of a count of its own (docs/proofs/aggregate_mean.md §8.1)."""
     if joint is not None or not any(isinstance(m, Count) for m in mets):
         return None
     return next((m for m in mets if isinstance(m, Mean) and m.bounds is None), None)
-
-
-def _count_pair(rows: Any, gv: Any, eps: Fraction, contribution: Contribution, gen: Any
-                ) -> tuple[MetricResult, tuple[Any, Fraction]]:
-    """``count()`` as the pair ``p̃ = p + DLap(t)``, ``m̃ = m + DLap(t)`` (``p_g`` the group's rows
-    with a present value of the mean's column, ``m_g = rows_g − p_g``; ``t`` the scale of
-    :func:`~privagg.mechanisms.grouped_bounded.noisy_counts` at ``eps``): one row step changes one
-    of ``p_g``, ``m_g`` by 1, so the pair has the row counts' ℓ1 sensitivity and costs what the
-    count costs. Post-processing, with ``h`` the 2.5 % two-sided quantile of ``DLap(t)``:
-    ``count = p̃ + m̃`` where ``m̃ > h``, else ``p̃`` (a group without missing values, the usual
-    case, keeps the plain count's noise; a few missing rows, ``m <= h``, may be left out);
-    interval ``[p̃ − h + max(m̃ − h, 0), p̃ + h + max(m̃ + h, 0)]`` (``P[rows outside] <= 5 %``:
-    ``|p̃ − p| <= h`` and ``|m̃ − m| <= h`` each with probability ``>= 97.5 %``, and ``m >= 0``).
-    Returns the count and ``(p̃, t)`` (docs/proofs/aggregate_mean.md §8.1)."""
-    from .grouped_bounded import LEVEL, _count_plan, _laplace_release, _result, count_plan
-
-    plan = count_plan(epsilon=eps, contribution=contribution)
-    h = float(_count_plan("noisy_counts", plan.target, contribution, (1 - LEVEL) / 2).half_width)
-    r = np.asarray(rows).astype(np.int64)
-    present = np.diff(np.searchsorted(np.asarray(gv.group), np.arange(r.size + 1, dtype=np.int64)))
-    p_hat = _laplace_release(present.astype(np.int64), plan, gen)
-    m_hat = _laplace_release(r - present, plan, gen)
-    value = p_hat + np.where(m_hat > h, m_hat, 0.0)
-    low = p_hat - h + np.maximum(m_hat - h, 0.0)
-    high = p_hat + h + np.maximum(m_hat + h, 0.0)
-    return _result(value, low, high, plan.epsilon), (p_hat, plan.scale)
 
 
 def _joined(s: Sum, m: Mean) -> str:

@@ -55,6 +55,7 @@ __all__ = [
     "SharePlan",
     "SumPlan",
     "bounded_means",
+    "count_pair",
     "clamped_sums",
     "count_plan",
     "centered_share",
@@ -789,7 +790,7 @@ def shared_count_means(rows: np.ndarray, gv: GroupedValues, *, lower: float, upp
     gen = _rng(rng)
     gv = _check_values(where, gv)
     g_count = int(gv.n_groups)
-    present = np.diff(np.searchsorted(np.asarray(gv.group), np.arange(g_count + 1, dtype=np.int64)))
+    present = np.diff(gv.offsets)
     r = np.asarray(rows)
     if (r.shape != (g_count,) or not np.issubdtype(r.dtype, np.integer)
             or bool(np.any(r < present))):
@@ -803,3 +804,28 @@ def shared_count_means(rows: np.ndarray, gv: GroupedValues, *, lower: float, upp
     counts = _result(value, value - k, value + k, mp.epsilon)
     sums = _sum_from(p_hat, s_hat, mp) if with_sum else None
     return counts, sums, means
+
+
+def count_pair(rows: Any, gv: Any, eps: Fraction, contribution: Contribution, gen: Any
+               ) -> tuple[MetricResult, tuple[Any, Fraction]]:
+    """``count()`` as the pair ``p̃ = p + DLap(t)``, ``m̃ = m + DLap(t)`` (``p_g`` the group's rows
+    with a present value of the mean's column, ``m_g = rows_g − p_g``; ``t`` the scale of
+    :func:`noisy_counts` at ``eps``): one row step changes one
+    of ``p_g``, ``m_g`` by 1, so the pair has the row counts' ℓ1 sensitivity and costs what the
+    count costs (used by :func:`privagg.mechanisms.aggregate.aggregate` when ``count()``
+    feeds an unbounded mean). Post-processing, with ``h`` the 2.5 % two-sided quantile of ``DLap(t)``:
+    ``count = p̃ + m̃`` where ``m̃ > h``, else ``p̃`` (a group without missing values, the usual
+    case, keeps the plain count's noise; a few missing rows, ``m <= h``, may be left out);
+    interval ``[p̃ − h + max(m̃ − h, 0), p̃ + h + max(m̃ + h, 0)]`` (``P[rows outside] <= 5 %``:
+    ``|p̃ − p| <= h`` and ``|m̃ − m| <= h`` each with probability ``>= 97.5 %``, and ``m >= 0``).
+    Returns the count and ``(p̃, t)`` (docs/proofs/aggregate_mean.md §8.1)."""
+    plan = count_plan(epsilon=eps, contribution=contribution)
+    h = float(_count_plan("noisy_counts", plan.target, contribution, (1 - LEVEL) / 2).half_width)
+    r = np.asarray(rows).astype(np.int64)
+    present = np.diff(gv.offsets)
+    p_hat = _laplace_release(present.astype(np.int64), plan, gen)
+    m_hat = _laplace_release(r - present, plan, gen)
+    value = p_hat + np.where(m_hat > h, m_hat, 0.0)
+    low = p_hat - h + np.maximum(m_hat - h, 0.0)
+    high = p_hat + h + np.maximum(m_hat + h, 0.0)
+    return _result(value, low, high, plan.epsilon), (p_hat, plan.scale)
