@@ -53,8 +53,15 @@ EG = "engines/grouped.py"
 MUTATIONS: tuple[Mutation, ...] = (
     # ---- the five privacy-critical mutations the review tried
     Mutation("stable-ge", "five: >= → > at the stable threshold", H,
-             "keep = (noisy >= params.threshold) & (counts > 0)", "keep = (noisy > params.threshold) & (counts > 0)",
+             "keep = noisy >= params.threshold  # ≥", "keep = noisy > params.threshold  # ≥",
              (T + "test_hist_known_answers.py::test_key_with_noisy_count_exactly_T_is_kept_and_T_minus_1_is_not",)),
+    Mutation("randomized-boundary-value", "threshold=\"randomized\": the coin at T − 2 instead of T − 1", H,
+             "keep |= (noisy == params.threshold - 1) &", "keep |= (noisy == params.threshold - 2) &",
+             (T + "test_hist_randomized.py::test_boundary_value_kept_at_rate_b",)),
+    Mutation("randomized-boundary-index", "threshold=\"randomized\": b computed one step too low", H,
+             "return DiscreteLaplace(scale).boundary_probability(threshold - linf, per_key_delta(delta, l0))",
+             "return DiscreteLaplace(scale).boundary_probability(threshold - linf - 1, per_key_delta(delta, l0))",
+             (T + "test_hist_randomized.py::test_boundary_probability_known_answers",)),
     Mutation("replace-sensitivity", "five: replace-one sensitivity 2 → 1", H,
              '_SENSITIVITY = {"replace": 2, "add_remove": 1}', '_SENSITIVITY = {"replace": 1, "add_remove": 1}',
              (T + "test_hist_known_answers.py",)),

@@ -144,6 +144,25 @@ def test_released_law_rate_and_noise(spark) -> None:
     assert chi2_pvalue(params.scale * Fraction(13, 10)) < ALPHA  # negative control
 
 
+def test_randomized_boundary_rate_in_the_tasks(spark) -> None:
+    """threshold="randomized" in the cluster: 20000 count-1 keys released at p_b (the boundary coin
+    is drawn in the tasks); negative control: the tight rule's rate is rejected. Seed printed."""
+    from pyspark.sql import functions as F
+
+    seed = 20261203
+    print(f"seed={seed}")
+    ones = 20000
+    df = spark.range(ones, numPartitions=4).select(F.col("id").alias("k"))
+    release = H.stable_histogram(df, column="k", epsilon=1.0, delta=0.1, rng=seed, threshold="randomized")
+    params = release.params
+    assert params.threshold_rule == "randomized" and 0 < params.boundary_probability < 1
+    hits = len(release.keys)
+    assert stats.binomtest(hits, ones, params.release_probability).pvalue > ALPHA
+    tight = DiscreteLaplace(params.scale).sf(params.threshold - 1)
+    assert stats.binomtest(hits, ones, tight).pvalue < ALPHA
+    assert int(np.min(release.counts)) >= params.threshold - 1
+
+
 def test_partitions_draw_independent_streams(spark) -> None:
     """Four partitions with identical counts (500 keys of count 100 each): no two get the same noise.
     Negative control: the same stream twice does give identical noise (the comparison can fail)."""

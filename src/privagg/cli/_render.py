@@ -14,6 +14,7 @@ import json
 import math
 import re
 import sys
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -129,6 +130,8 @@ def release_payload(release: HistogramRelease, *, beta: float) -> dict[str, Any]
         "delta": float(release.delta),
         "neighbors": release.neighbors,
         "threshold": None if release.threshold is None or _optimal(release) else int(release.threshold),
+        # threshold="randomized": a noisy count of T − 1 was kept with this probability (exact fraction)
+        "boundary_probability": _boundary(release),
         # stable histogram: "threshold" (noisy count ≥ T), "optimal" (partition selection, no T)
         # or "gaussian" (Gaussian thresholding of the distinct units per key, no T on the counts)
         "selection": release.selection if release.mechanism == "stable_histogram" else None,
@@ -174,6 +177,11 @@ def _gaussian_selection_fields(release: HistogramRelease) -> dict[str, Any]:
                 "selection_threshold": None}
     return {"selection_epsilon": float(sel.epsilon_exact), "selection_delta": float(sel.delta),
             "selection_sigma2": float(sel.sigma2), "selection_threshold": int(sel.threshold)}
+
+
+def _boundary(release: HistogramRelease) -> str | None:
+    b = getattr(release.params, "boundary_probability", None)
+    return None if b is None or _optimal(release) else str(b)
 
 
 def _optimal(release: HistogramRelease) -> bool:
@@ -252,6 +260,10 @@ def _selection_rows(release: HistogramRelease) -> list[tuple[str, str]]:
     """The threshold line, and for the stable histogram how keys were selected."""
     if not _optimal(release):
         rows = [("threshold", "none" if release.threshold is None else f"noisy count ≥ {release.threshold}")]
+        b = _boundary(release)
+        if b is not None:  # threshold="randomized" (docs/proofs/histograms.md §2.5)
+            rows[0] = ("threshold", f"noisy count ≥ {release.threshold}, or = {release.threshold - 1} "  # type: ignore[operator]
+                                    f"with probability {format_float(float(Fraction(b)))} (randomized boundary)")
         if release.mechanism == "stable_histogram":
             rows.insert(0, ("selection", "threshold (released iff the noisy count reaches it)"))
         return rows

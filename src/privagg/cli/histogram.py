@@ -32,7 +32,7 @@ from ._render import plain_console, print_json, print_table, visible
 __all__ = ["histogram"]
 
 NEIGHBORS = ("replace", "add_remove")
-THRESHOLDS = ("tight", "seed")
+THRESHOLDS = ("tight", "seed", "randomized")
 NOISES = ("laplace", "gaussian")
 SELECTIONS = ("threshold", "optimal", "gaussian")
 DEFAULT_BETA = 0.05
@@ -65,7 +65,9 @@ DEFAULT_BETA = 0.05
     "--max-rows-per-key", "max_rows_per_key", default="1", show_default=True, metavar="LINF",
     help="With --privacy-unit: rows one unit may contribute to one key (1: counts of distinct units).",
 )
-@click.option("--threshold", default=None, metavar="tight|seed", help="Threshold rule (stable only) [default: tight].")
+@click.option("--threshold", default=None, metavar="tight|seed|randomized",
+              help="Threshold rule (stable only) [default: tight]. randomized: the tight T, and a noisy count of "
+                   "T − 1 is kept with a probability that spends δ exactly (more keys).")
 @click.option(
     "--selection", default=None, metavar="threshold|optimal|gaussian",
     help="How the stable histogram picks its keys [default: threshold]. optimal, gaussian: with --privacy-unit "

@@ -43,7 +43,7 @@ from ..errors import ParameterError
 from ..noise.distributions import DiscreteGaussian, DiscreteLaplace
 from ..noise.rational import to_fraction
 from ..noise.rng import resolve_rng
-from ..noise.samplers import check_noise_scale, discrete_gaussian, discrete_laplace
+from ..noise.samplers import bernoulli_fraction, check_noise_scale, discrete_gaussian, discrete_laplace
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
@@ -70,7 +70,7 @@ __all__ = [
 ]
 
 NEIGHBORS = ("replace", "add_remove")
-THRESHOLDS = ("tight", "seed")
+THRESHOLDS = ("tight", "seed", "randomized")
 #: How the stable histogram selects its keys (``selection=``).
 SELECTIONS = ("threshold", "optimal", "gaussian")
 _SENSITIVITY = {"replace": 2, "add_remove": 1}  # ℓ1 change of the count vector between neighbours
@@ -224,6 +224,15 @@ def _tight_threshold(scale: Fraction, delta: float, l0: int = 1, linf: int = 1) 
 
 
 @functools.lru_cache(maxsize=256)
+def _boundary_probability(scale: Fraction, delta: float, l0: int, linf: int, threshold: int) -> Fraction:
+    # threshold="randomized": the largest b = j/2^32 with P[Z ≥ T − ℓ∞] + b·P[Z = T − 1 − ℓ∞] ≤ δ₁,
+    # decided exactly (docs/proofs/histograms.md §2.5); 0 at T = 1 (no noisy count ≤ 0 is released)
+    if threshold <= 1:
+        return Fraction(0)
+    return DiscreteLaplace(scale).boundary_probability(threshold - linf, per_key_delta(delta, l0))
+
+
+@functools.lru_cache(maxsize=256)
 def _seed_threshold(scale: Fraction, delta: float, l0: int = 1, linf: int = 1) -> int:
     # ⌈ℓ∞ + t·ln(2ℓ0/δ)⌉ (the seed's ⌈1 + t·ln(2/δ)⌉ at ℓ0 = ℓ∞ = 1), decided with 60
     # significant digits (t·ln(2ℓ0/δ) is irrational: no ties)
@@ -254,10 +263,12 @@ def stable_threshold(
         Neighbour relation; fixes the noise scale of the counts: t = 2/ε (replace-one) or
         t = 1/ε_c (add/remove, where ε_c = (1 − share)·ε is what is left for the counts once the
         noisy total is paid; see :class:`StableHistogramParams`).
-    rule : {"tight", "seed"}
+    rule : {"tight", "seed", "randomized"}
         ``"tight"``: the smallest integer T ≥ 1 with P[Z ≥ T − 1] ≤ δ for Z ~ discrete
         Laplace(t), decided exactly. ``"seed"``: the seed's τ·n = 1 + t·ln(2/δ), rounded up to an
-        integer (the comparison with an integer count is the same).
+        integer (the comparison with an integer count is the same). ``"randomized"``: the tight T,
+        and a noisy count of exactly T − 1 is also kept with probability b
+        (:attr:`StableHistogramParams.boundary_probability`), which spends δ exactly.
 
     total_epsilon_share : float, optional
         add/remove only: the share of ε spent on the noisy total (default 0.1; 0: no total).
@@ -526,13 +537,14 @@ class StableHistogramParams:
     epsilon, delta : float
         The whole release's guarantee.
     neighbors : {"replace", "add_remove"}
-    threshold_rule : {"tight", "seed"}
+    threshold_rule : {"tight", "seed", "randomized"}
     scale : Fraction
         Discrete Laplace scale t of the counts: 2/ε (replace-one, :func:`noise_scale`) or 1/ε_c
         (add/remove).
     threshold : int
         T: a present key is kept iff its noisy count ≥ T (:func:`stable_threshold`), computed for
-        the counts' scale.
+        the counts' scale; with ``threshold_rule="randomized"`` also, with probability
+        :attr:`boundary_probability`, when its noisy count is T − 1.
     total_scale : Fraction or None
         Scale t_n = 1/ε_n of the noise on the total (add/remove), None under replace-one and
         with share 0 (no total released).
@@ -550,6 +562,10 @@ class StableHistogramParams:
         is certified ≤ δ (§11.1). None otherwise.
     gaussian_calibration : {"exact", "zcdp"} or None
         ``noise="gaussian"``: how σ² and T were calibrated (docs/proofs/histograms.md §11.1 / §11).
+    boundary_probability : Fraction or None
+        ``threshold_rule="randomized"``: b = j/2^32, the largest with P[Z ≥ T − ℓ∞] + b·P[Z = T − 1 −
+        ℓ∞] ≤ δ₁ (δ at ℓ0 = 1; docs/proofs/histograms.md §2.5): a noisy count of T − 1 is kept iff an
+        independent exact Bernoulli(b) says so. None for the other rules.
     """
 
     epsilon: float
@@ -569,6 +585,7 @@ class StableHistogramParams:
     gaussian_delta: Fraction | None = field(default=None, repr=False)
     threshold_delta: float | None = None
     gaussian_calibration: str | None = None
+    boundary_probability: Fraction | None = None
 
     def __post_init__(self) -> None:
         if self.neighbors == "replace" and (self.total_scale is not None or self.total_epsilon_share is not None):
@@ -616,10 +633,12 @@ class StableHistogramParams:
         if bounds is not None:  # user level: a unit moves the counts by ℓ0ℓ∞ in ℓ1 (§7.2)
             scale = scale * (l0 * linf)
             total_scale = None if total_scale is None else total_scale * (l0 * linf)
-        rule = _tight_threshold if threshold == "tight" else _seed_threshold
+        rule = _seed_threshold if threshold == "seed" else _tight_threshold
         t = rule(scale, dlt, l0, linf)
+        boundary = _boundary_probability(scale, dlt, l0, linf, t) if threshold == "randomized" else None
         return cls(eps, dlt, neighbors, threshold, scale, t, total_scale, None if share is None else float(share),
-                   None if bounds is None else l0, None if bounds is None else linf)
+                   None if bounds is None else l0, None if bounds is None else linf,
+                   boundary_probability=boundary)
 
     @classmethod
     def _gaussian(cls, eps: float, dlt: float, where: str, eps_c: Fraction, total_scale: Fraction | None, share: float,
@@ -679,9 +698,13 @@ class StableHistogramParams:
 
     @property
     def release_probability(self) -> float:
-        """P[Z ≥ T − ℓ∞]: the probability that a new key of count ℓ∞ (1 at record level) is
-        released (rounded up)."""
-        return self.law.sf(self.threshold - (self.max_rows_per_key or 1))
+        """P[Z ≥ T − ℓ∞] (+ b·P[Z = T − 1 − ℓ∞] with ``threshold_rule="randomized"``): the
+        probability that a new key of count ℓ∞ (1 at record level) is released (rounded up)."""
+        k = self.threshold - (self.max_rows_per_key or 1)
+        p = self.law.sf(k)
+        if self.boundary_probability:
+            p = min(1.0, math.nextafter(p + float(self.boundary_probability) * self.law.pmf(k - 1), math.inf))
+        return p
 
     @property
     def counts_epsilon(self) -> Fraction:
@@ -734,6 +757,8 @@ class StableHistogramParams:
             "threshold": self.threshold,
             "scale": str(self.scale),
         }
+        if self.boundary_probability is not None:
+            out["boundary_probability"] = str(self.boundary_probability)
         if self.total_epsilon_share is not None:
             out["total_epsilon_share"] = self.total_epsilon_share
         if self.total_scale is not None:
@@ -1600,10 +1625,14 @@ def stable_histogram(
     delta : float
         δ in (0, 1).
     neighbors : {"replace", "add_remove"}
-    threshold : {"tight", "seed"}
+    threshold : {"tight", "seed", "randomized"}
         ``"tight"`` (default): smallest integer T ≥ 1 with P[Z ≥ T − 1] ≤ δ for the counts' scale
         (T = 28 replace-one, 16 add/remove at ε = 1, δ = 1e-6 with the default share).
-        ``"seed"``: ⌈1 + t·ln(2/δ)⌉ (31 and 18).
+        ``"seed"``: ⌈1 + t·ln(2/δ)⌉ (31 and 18). ``"randomized"``: the tight T, and a key whose
+        noisy count is exactly T − 1 is kept with probability b (an independent exact coin), b
+        the largest multiple of 2^-32 that keeps a new key's release probability ≤ δ (δ₁ at user
+        level): δ is spent exactly, so more keys are released (docs/proofs/histograms.md §2.5; b is
+        ``params.boundary_probability`` and in the JSON).
     total_epsilon_share : float, optional
         add/remove only (an error under replace-one, where n is public): the share of ε spent on
         the noisy total, in [0, 1); default 0.1 (docs/proofs/histograms.md §2.4). The counts and
@@ -1649,8 +1678,8 @@ def stable_histogram(
     Returns
     -------
     HistogramRelease
-        ``keys`` = kept keys sorted, ``counts`` int64 ≥ T, ``threshold`` = T; ``noisy_total``
-        = n̂ under add/remove.
+        ``keys`` = kept keys sorted, ``counts`` int64 ≥ T (≥ T − 1 with ``threshold="randomized"``),
+        ``threshold`` = T; ``noisy_total`` = n̂ under add/remove.
 
     Raises
     ------
@@ -1915,7 +1944,8 @@ def stable_noise_threshold(
 
     ``noisy = counts + Z`` with Z iid exact discrete Laplace(``params.scale``) drawn from ``rng``,
     and ``keep = (noisy ≥ T) & (counts > 0)`` (an engine may list keys of count 0: they are never
-    released). The only implementation of this step: the in-memory path calls it on all counts
+    released); with ``threshold_rule="randomized"`` a key whose noisy count is T − 1 is kept too
+    when its exact Bernoulli(b) coin (one per key, drawn after the noise) says so. The only implementation of this step: the in-memory path calls it on all counts
     at once; an engine that noises where the data is (Spark) calls it on each partition's batch
     with that task's own generator. Batches are independent, so splitting the counts into batches
     leaves the law of the release unchanged.
@@ -1925,8 +1955,11 @@ def stable_noise_threshold(
         noisy = counts + discrete_gaussian(params.sigma2, size=counts.shape[0], rng=rng)
     else:
         noisy = counts + discrete_laplace(params.scale, size=counts.shape[0], rng=rng)
-    keep = (noisy >= params.threshold) & (counts > 0)  # ≥, as proven (docs/proofs/histograms.md)
-    return noisy, keep
+    keep = noisy >= params.threshold  # ≥, as proven (docs/proofs/histograms.md)
+    if params.boundary_probability:  # "randomized": T − 1 passes with probability b (§2.5); a coin per key
+        keep |= (noisy == params.threshold - 1) & bernoulli_fraction(params.boundary_probability,
+                                                                     size=counts.shape[0], rng=rng)
+    return noisy, keep & (counts > 0)
 
 
 def stable_histogram_from_draw(

@@ -23,6 +23,7 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
+import mpmath
 import numpy as np
 
 from .._validate import check_beta, check_positive_int
@@ -164,6 +165,41 @@ def _dl_upper_quantile(t: Fraction, beta: Fraction) -> int:
     return _step_search(lambda k: _dl_sf_le(t, k, beta), guess)
 
 
+def _dl_mix_enclosure(t: Fraction, k: int, j: int, bits: int):
+    """Enclosure of ``(1 − b)·P[Z >= k] + b·P[Z >= k − 1]``, ``b = j / 2**bits``."""
+    upper, lower = _dl_sf_enclosure(t, k), _dl_sf_enclosure(t, k - 1)
+    one = 1 << bits
+
+    def enc(prec: int) -> Interval:
+        lo_k, hi_k = upper(prec)
+        lo_1, hi_1 = lower(prec)
+        return ((one - j) * lo_k + j * lo_1) >> bits, ceil_div((one - j) * hi_k + j * hi_1, one)
+
+    return enc
+
+
+@lru_cache(maxsize=1024)
+def _dl_boundary_probability(t: Fraction, k: int, beta: Fraction, bits: int) -> Fraction:
+    if not _dl_sf_le(t, k, beta):
+        return Fraction(0)
+    if _dl_sf_le(t, k - 1, beta):
+        return Fraction(1)
+    with mpmath.workdps(60):  # a guess of j; the answer is decided exactly below
+        q = mpmath.exp(-mpmath.mpf(t.denominator) / t.numerator)
+
+        def sf(m: int) -> Any:
+            return q ** m / (1 + q) if m >= 1 else 1 - q ** (1 - m) / (1 + q)
+
+        hi, lo = sf(k - 1), sf(k)
+        j = int(mpmath.floor((mpmath.mpf(beta.numerator) / beta.denominator - lo) / (hi - lo) * (1 << bits)))
+    j = min(max(j, 0), (1 << bits) - 1)
+    while j > 0 and not decide_le(_dl_mix_enclosure(t, k, j, bits), beta):
+        j -= 1
+    while j + 1 < (1 << bits) and decide_le(_dl_mix_enclosure(t, k, j + 1, bits), beta):
+        j += 1
+    return Fraction(j, 1 << bits)
+
+
 @lru_cache(maxsize=4096)
 def _dl_abs_quantile(t: Fraction, beta: Fraction) -> int:
     tf, bf = float(t), float(beta)
@@ -290,6 +326,18 @@ class DiscreteLaplace:
         σ² the smallest ``k`` whose certified bound is ``<= beta`` (never below the exact one)."""
         b = Fraction(check_beta("DiscreteLaplace.abs_quantile", beta))
         return _dl_abs_quantile(self.scale, b)
+
+    def boundary_probability(self, k: int, beta: float, bits: int = 32) -> Fraction:
+        """The largest ``b = j / 2**bits`` in ``[0, 1]`` with ``P[Z >= k] + b·P[Z = k − 1] <= beta``
+        (decided exactly), i.e. ``(1 − b)·P[Z >= k] + b·P[Z >= k − 1] <= beta``.
+
+        With ``k`` = :meth:`upper_quantile` ``(beta)`` it is below 1 and spends what the integer
+        ``k`` leaves of ``beta``: the tail of a threshold at ``k`` whose boundary value ``k − 1``
+        passes with probability ``b`` (the stable histogram's ``threshold="randomized"``). 0 where
+        ``P[Z >= k] > beta``."""
+        b = Fraction(check_beta("DiscreteLaplace.boundary_probability", beta))
+        return _dl_boundary_probability(self.scale, int(k), b, check_positive_int(
+            "DiscreteLaplace.boundary_probability", "bits", bits))
 
     def sum_abs_quantile(self, m: int, beta: float) -> int:
         """A ``k`` with ``P[|Z_1 + … + Z_m| > k] <= beta`` for ``m`` iid copies.
