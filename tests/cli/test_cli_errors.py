@@ -69,7 +69,7 @@ def test_missing_delta_without_domain(csv_file: Path) -> None:
     "extra, expected",
     [
         (("--neighbors", "swap"), "parameter 'neighbors' must be one of 'replace', 'add_remove'; got 'swap'."),
-        (("--threshold", "loose"), "parameter 'threshold' must be one of 'tight', 'seed'; got 'loose'."),
+        (("--threshold", "loose"), "parameter 'threshold' must be one of 'tight', 'seed', 'randomized'; got 'loose'."),
         (("--beta", "2"), "parameter 'beta' must be a number in the open interval (0, 1); got 2.0."),
     ],
 )

@@ -196,3 +196,57 @@ def test_dl_boundary_probability_edges():
     assert d.boundary_probability(k + 3, 1e-6) == 1  # already below δ one step lower
     assert d.boundary_probability(k - 1, 1e-6) == 0  # the tail alone exceeds δ
     assert 0 < d.boundary_probability(k, 1e-6) < 1
+
+
+@pytest.mark.parametrize(("delta", "bounds"), [(0.5, None), (0.75, (2, 1)), (0.875, (3, 2))])
+def test_delta_one_half_per_key(delta, bounds):
+    # δ₁ = 1/2: the one case where the mix equals δ₁ exactly (k = 1, b = 1/2); it must not crash
+    neighbors = "replace" if bounds is None else "add_remove"
+    p = H.StableHistogramParams.build(1.0, delta, neighbors, "randomized", bounds=bounds)
+    assert p.boundary_probability == Fraction(1, 2) and p.threshold - (bounds or (1, 1))[1] == 1
+    assert p.appearance_probability <= delta * (1 + 1e-9)
+
+
+def test_wrong_guess_still_gives_the_answer(monkeypatch):
+    from privagg.noise import distributions as D
+
+    t, beta = Fraction(1), Fraction(1, 10**6)
+    right = D._dl_boundary_probability(t, 14, beta, 32)
+    for guess in (0, 2**32 - 1, right.numerator * (2**32 // right.denominator) + 12345):
+        D._dl_boundary_probability.cache_clear()
+        monkeypatch.setattr(D, "_dl_boundary_guess", lambda *a, g=guess: g)
+        assert D._dl_boundary_probability(t, 14, beta, 32) == right
+    D._dl_boundary_probability.cache_clear()
+
+
+def test_coins_drawn_for_every_key_whatever_the_counts():
+    # the generator's state after the step depends on the batch size only (the number of coins
+    # must not depend on how many noisy counts land on T − 1); mutant "coins only at T − 1" in
+    # tools/mutants.py is the negative control
+    p = H.StableHistogramParams.build(1.0, 1e-6, "add_remove", "randomized", total_epsilon_share=0)
+    states = []
+    for counts in (np.full(5000, p.threshold - 1), np.full(5000, 10**6), np.arange(5000)):
+        gen = np.random.default_rng(99)
+        H.stable_noise_threshold(p, counts, gen)
+        states.append(gen.bit_generator.state["state"]["state"])
+    assert states[0] == states[1] == states[2]
+
+
+def test_zero_count_keys_never_kept_at_T_minus_1(monkeypatch):
+    p = H.StableHistogramParams.build(1.0, 1e-6, "add_remove", "randomized", total_epsilon_share=0)
+    t = p.threshold
+    # noise puts count-0 keys exactly on T − 1 and T; the coin is forced to 1
+    monkeypatch.setattr(H, "discrete_laplace", lambda scale, size, rng: np.r_[np.full(size // 2, t - 1),
+                                                                               np.full(size - size // 2, t)])
+    monkeypatch.setattr(H, "bernoulli_fraction", lambda b, size, rng: np.ones(size, dtype=bool))
+    noisy, keep = H.stable_noise_threshold(p, np.zeros(1000, dtype=np.int64), np.random.default_rng(0))
+    assert not keep.any()
+    noisy, keep = H.stable_noise_threshold(p, np.ones(1000, dtype=np.int64), np.random.default_rng(0))
+    assert keep.all()  # control: the same noise on count-1 keys keeps them (the coin path is live)
+
+
+def test_randomized_refused_with_a_selection():
+    k = np.arange(100) % 7
+    with pytest.raises(ParameterError, match="threshold"):
+        privagg.stable_histogram(k, units=np.arange(100), epsilon=1.0, delta=1e-6, selection="optimal",
+                                 threshold="randomized")

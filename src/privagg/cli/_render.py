@@ -261,11 +261,13 @@ def _selection_rows(release: HistogramRelease) -> list[tuple[str, str]]:
     if not _optimal(release):
         rows = [("threshold", "none" if release.threshold is None else f"noisy count ≥ {release.threshold}")]
         b = _boundary(release)
+        b = b if b is not None and Fraction(b) > 0 else None  # b = 0 (T = 1): nothing to say
         if b is not None:  # threshold="randomized" (docs/proofs/histograms.md §2.5)
             rows[0] = ("threshold", f"noisy count ≥ {release.threshold}, or = {release.threshold - 1} "  # type: ignore[operator]
                                     f"with probability {format_float(float(Fraction(b)))} (randomized boundary)")
         if release.mechanism == "stable_histogram":
-            rows.insert(0, ("selection", "threshold (released iff the noisy count reaches it)"))
+            rows.insert(0, ("selection", "threshold (released iff the noisy count reaches it)" if b is None else
+                                         "threshold (released iff the noisy count reaches it, or by the coin at T − 1)"))
         return rows
     sel = getattr(release, "selection_params", None)
     if sel is not None:

@@ -691,8 +691,8 @@ class StableHistogramParams:
 
     @property
     def appearance_probability(self) -> float:
-        """1 − (1 − P[Z ≥ T − ℓ∞])^{ℓ0}: the most likely that any of one unit's new keys is
-        released (≤ δ; equal to :attr:`release_probability` at ℓ0 = 1)."""
+        """1 − (1 − :attr:`release_probability`)^{ℓ0}: the most likely that any of one unit's new
+        keys is released (≤ δ; equal to :attr:`release_probability` at ℓ0 = 1)."""
         p = self.release_probability
         return min(1.0, -math.expm1((self.max_keys_per_unit or 1) * math.log1p(-p)) * (1 + 1e-12))
 
@@ -958,7 +958,9 @@ class HistogramRelease:
         Noise scale t in counts (discrete Laplace, P[Z = k] ∝ e^{−|k|/t}); with
         ``noise="gaussian"`` an upper bound on σ (the law is ``params.law``).
     threshold : int or None
-        T of the stable histogram (a key is kept iff noisy count ≥ T), None for laplace.
+        T of the stable histogram (a key is kept iff noisy count ≥ T; with
+        ``threshold="randomized"`` also at T − 1 with probability ``params.boundary_probability``),
+        None for laplace.
     n : int or None
         Number of records, only when public (replace-one).
     secure : bool
@@ -1267,7 +1269,9 @@ class HistogramRelease:
                 color="#c03030",
                 ls="--",
                 lw=1,
-                label=f"threshold T = {self.threshold}",
+                label=f"threshold T = {self.threshold}" + (
+                    f" (T − 1 kept with probability {float(b):.3g})"
+                    if (b := getattr(self.params, "boundary_probability", None)) else ""),
             )
             ax.legend(loc="upper right")
         shown = "" if len(idx) == len(self.keys) else f" (top {len(idx)} of {len(self.keys)} keys)"
@@ -1608,7 +1612,8 @@ def stable_histogram(
     Algorithm: count the keys present in ``data`` (the domain is never materialized: cost O(n)
     whatever the number of possible keys); add an exact discrete Laplace draw of scale
     t = 2/ε (replace-one) or 1/ε_c (add/remove) to each count; keep a key iff its noisy count is
-    **≥ T** (:func:`stable_threshold`); release kept keys (sorted), their noisy counts and
+    **≥ T** (:func:`stable_threshold`; or = T − 1 and an exact coin of probability b with
+    ``threshold="randomized"``); release kept keys (sorted), their noisy counts and
     frequencies ``count / n`` (replace-one). Under add/remove n is private: the release also
     carries a noisy total n̂ = n + Z_n, Z_n ~ DL(1/ε_n), from the same generator, and the
     frequencies are ``count / n̂`` (NaN when n̂ ≤ 0); ε_n = share·ε and ε_c = ε − ε_n.
@@ -1742,6 +1747,8 @@ def stable_histogram(
     check_choice(where, "noise", noise, NOISES)
     if selection != "threshold" and noise != "laplace":
         raise fail(where, "noise", f"'laplace' with selection={selection!r}", noise)
+    if selection != "threshold" and threshold == "randomized":  # no threshold on the counts to randomize
+        raise fail(where, "threshold", f"'tight' or 'seed' with selection={selection!r}", threshold)
     params = StableHistogramParams.build(
         epsilon, delta, neighbors, threshold, total_epsilon_share=total_epsilon_share, where=where, bounds=bounds,
         noise=noise,
@@ -1901,6 +1908,8 @@ def stable_histogram_from_counts(
     check_choice(where, "selection", selection, SELECTIONS)
     if selection != "threshold" and noise != "laplace":
         raise fail(where, "noise", f"'laplace' with selection={selection!r}", noise)
+    if selection != "threshold" and threshold == "randomized":  # no threshold on the counts to randomize
+        raise fail(where, "threshold", f"'tight' or 'seed' with selection={selection!r}", threshold)
     params = StableHistogramParams.build(
         epsilon, delta, neighbors, threshold, total_epsilon_share=total_epsilon_share, where=where, bounds=bounds,
         noise=noise,

@@ -178,26 +178,50 @@ def _dl_mix_enclosure(t: Fraction, k: int, j: int, bits: int):
     return enc
 
 
-@lru_cache(maxsize=1024)
-def _dl_boundary_probability(t: Fraction, k: int, beta: Fraction, bits: int) -> Fraction:
-    if not _dl_sf_le(t, k, beta):
-        return Fraction(0)
-    if _dl_sf_le(t, k - 1, beta):
-        return Fraction(1)
-    with mpmath.workdps(60):  # a guess of j; the answer is decided exactly below
+def _dl_mix_le(t: Fraction, k: int, j: int, bits: int, beta: Fraction) -> bool:
+    """Decide ``(1 − b)·P[Z >= k] + b·P[Z >= k − 1] <= beta`` exactly, ``b = j / 2**bits``.
+
+    Times ``1 + q`` the two sides differ by a polynomial in the transcendental ``q = e^{−1/t}``
+    with rational coefficients; it is the zero polynomial only for ``k = 1`` and ``b = 1 − beta``
+    (then both sides are ``beta·q + b`` against ``beta·q + beta``), decided by ``b <= beta``.
+    Otherwise the value is never ``beta`` and the enclosures separate them."""
+    if k == 1 and Fraction(j, 1 << bits) + beta == 1:
+        return Fraction(j, 1 << bits) <= beta
+    return decide_le(_dl_mix_enclosure(t, k, j, bits), beta)
+
+
+def _dl_boundary_guess(t: Fraction, k: int, beta: Fraction, bits: int) -> int:
+    """A 60-digit estimate of the answer's ``j`` (only a starting point: the answer is decided exactly)."""
+    with mpmath.workdps(60):
         q = mpmath.exp(-mpmath.mpf(t.denominator) / t.numerator)
 
         def sf(m: int) -> Any:
             return q ** m / (1 + q) if m >= 1 else 1 - q ** (1 - m) / (1 + q)
 
         hi, lo = sf(k - 1), sf(k)
-        j = int(mpmath.floor((mpmath.mpf(beta.numerator) / beta.denominator - lo) / (hi - lo) * (1 << bits)))
-    j = min(max(j, 0), (1 << bits) - 1)
-    while j > 0 and not decide_le(_dl_mix_enclosure(t, k, j, bits), beta):
-        j -= 1
-    while j + 1 < (1 << bits) and decide_le(_dl_mix_enclosure(t, k, j + 1, bits), beta):
-        j += 1
-    return Fraction(j, 1 << bits)
+        return int(mpmath.floor((mpmath.mpf(beta.numerator) / beta.denominator - lo) / (hi - lo) * (1 << bits)))
+
+
+@lru_cache(maxsize=1024)
+def _dl_boundary_probability(t: Fraction, k: int, beta: Fraction, bits: int) -> Fraction:
+    if not _dl_sf_le(t, k, beta):
+        return Fraction(0)
+    if _dl_sf_le(t, k - 1, beta):
+        return Fraction(1)
+    # the largest j with le(j) (le is monotone: true at 0, false at 2**bits); two decisions when the
+    # guess is right, a bisection over [0, 2**bits) otherwise
+    top = 1 << bits
+    j = min(max(_dl_boundary_guess(t, k, beta, bits), 0), top - 1)
+    if _dl_mix_le(t, k, j, bits, beta) and not _dl_mix_le(t, k, j + 1, bits, beta):
+        return Fraction(j, top)
+    lo, hi = 0, top  # le(lo) true, le(hi) false
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _dl_mix_le(t, k, mid, bits, beta):
+            lo = mid
+        else:
+            hi = mid
+    return Fraction(lo, top)
 
 
 @lru_cache(maxsize=4096)
