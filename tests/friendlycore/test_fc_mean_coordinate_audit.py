@@ -7,7 +7,7 @@ exponential-mechanism sampler against its closed-form law, with a negative contr
 
 Each step is the exponential mechanism ``P(k) ∝ μ_k·exp(ε·u_k/2)`` (Δ = 1), run by the production
 :func:`~privagg.mechanisms.mean_small.exponential_mechanism` on utilities and base measures built
-by the production functions (``octave_cells``, ``cell_utility``, ``cell_log_prior``,
+by the production functions (``point_cells``, ``cell_utility``, ``point_cell_log_prior``,
 ``centred_spread_utility``, ``spread_log_prior``, ``base_measure``) over every candidate;
 ``test_steps_match_coordinate_mean_calls`` checks that these are exactly the arguments
 ``coordinate_mean`` passes (the sampler replaced by a recorder). Conditioning on the earlier
@@ -58,9 +58,11 @@ LEV_Z = 7.0
 
 
 def cell_step(x: np.ndarray):
-    """(utility, base measure) of step 1 for one column (as in coordinate_mean)."""
-    lo, hi, oct_ = S.octave_cells(S.CELL_E_MIN)
-    return S.cell_utility(np.sort(x), lo, hi), S.base_measure(S.cell_log_prior(oct_, S.CELL_E_MIN))
+    """(utility, base measure) of step 1 for one column (as in coordinate_mean: the octave cells
+    and the point cells ±2^e, ``point_cells``)."""
+    lo, hi, oct_, point, a, _ = S.point_cells(S.CELL_E_MIN)
+    return (S.cell_utility(np.sort(x), lo, hi),
+            S.base_measure(S.point_cell_log_prior(oct_, point, a, S.CELL_E_MIN)))
 
 
 def spread_step(x: np.ndarray, center: float, anchor: float, edge: float | None = None):
@@ -71,7 +73,8 @@ def spread_step(x: np.ndarray, center: float, anchor: float, edge: float | None 
     with np.errstate(over="ignore"):
         lo = center - grid
         extra = [] if edge is None else [edge, np.nextafter(edge, np.inf)]
-        below = np.searchsorted(xs, np.concatenate([lo, center + grid, extra]), side="left")
+        hi = np.maximum(center + grid, np.nextafter(center, np.inf))  # rows on the center: tied
+        below = np.searchsorted(xs, np.concatenate([lo, hi, extra]), side="left")
     if edge is not None:
         below = S.edge_tied_counts(below, lo, edge)
     return (S.centred_spread_utility(below[grid.size:], below[: grid.size], x.size),
@@ -108,7 +111,8 @@ def runs(u0, u1, mu, eps, seed=SEED):
 
 def test_pairs_reach_the_sensitivity_bound():
     """The pairs are worst cases: utilities move by at most Δ = 1, two candidates in opposite
-    directions (the full 2Δ relative move), and the closed-form loss at ε = 2 is 1.56–1.61."""
+    directions (the full 2Δ relative move), and the closed-form loss at ε = 2 is 1.56–1.76 (the
+    cell: 1.76 since the point cells, 1.56 on the octave cells alone)."""
     for name, ((u0, mu0), (u1, mu1)) in pairs().items():
         assert np.array_equal(mu0, mu1), name
         du = u1 - u0
@@ -193,7 +197,7 @@ def test_steps_match_coordinate_mean_calls(monkeypatch):
     (u_c, mu_c, e_c, k_c), (u_1, mu_1, e_1, k_1), *rest = calls
     u, mu = cell_step(x)
     assert np.array_equal(u_c, u) and np.array_equal(mu_c, mu) and e_c == b.e_cell
-    lo, hi, _ = S.octave_cells(S.CELL_E_MIN)
+    *_, lo, hi = S.point_cells(S.CELL_E_MIN)  # the cells' geometry (the dyadic [2^e, 2^{e+1}))
     c1 = lo[k_c] + (hi[k_c] - lo[k_c]) / 2
     u, mu = spread_step(x, c1, float(S._octave(np.array([c1]))[0]))
     assert np.array_equal(u_1, u) and np.array_equal(mu_1, mu) and e_1 == b.e_s1

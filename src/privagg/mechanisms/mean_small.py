@@ -13,16 +13,20 @@ COORD_LOW) for all the selections as ONE group of exponential mechanisms compose
 exponential mechanism at ε is ε²/8-zCDP), and the rest, pure, for the d clipped sums. Per column ``j``:
 
 1. an octave cell (location first): the exponential mechanism (Δ = 1) on :func:`cell_utility`
-   over the public partition :func:`octave_cells` ``(CELL_E_MIN)`` (all of the floats), base
-   measure :func:`cell_log_prior` (the cell around 0 weighs :data:`PRIOR_ZERO` flat cells);
-   ``c1`` its midpoint (0 for the cell around 0);
+   over the public partition :func:`point_cells` ``(CELL_E_MIN)`` (all of the floats: the octave
+   cells of :func:`octave_cells` with their left edges ``±2^e`` split off as point cells), base
+   measure :func:`point_cell_log_prior` (the cell around 0 weighs :data:`PRIOR_ZERO` flat cells,
+   the points ±1 :data:`PRIOR_UNIT`, the other points :data:`PRIOR_POINT`); ``c1`` the midpoint
+   of the dyadic cell (0 for the cell around 0, the point itself for a point cell);
 2. a first spread ``s1``: the exponential mechanism (Δ = 1) on :func:`centred_spread_utility`,
    the untied median of ``|x − c1|`` over ``2^{k/4}`` (2⁻⁹⁰⁰ … 2⁸⁰⁰), good within
    :data:`COORD_SPREAD_TOL` grid steps above the median; base measure :func:`spread_log_prior`
-   (flat around 2⁰ and around ``c1``'s octave); for a column whose cell is the one around 0 (no
-   levels, no second spread follow) instead :func:`annulus_spread_utility` (monotone: weights
-   ``exp(ε·u)``) at the three shares of steps 2–4 (``e_s1_zero``), base measure also
-   :func:`zero_spread_log_prior`;
+   (flat around 2⁰ and around ``c1``'s octave); for a column whose cell is the one around 0 or a
+   point cell (no levels, no second spread follow) instead :func:`annulus_spread_utility`
+   (monotone: weights ``exp(ε·u)``) at the three shares of steps 2–4 (``e_s1_zero``), base
+   measure also :func:`zero_spread_log_prior`; in every spread step the intervals
+   ``[c − g_k, c + g_k)`` end at least at ``nextafter(c, ∞)``, so the rows equal to ``c`` are
+   tied for any ``c`` (for ``c ≠ 0``, ``c + 2⁻⁹⁰⁰`` rounds to ``c``: the set was empty);
 3. ``L_j`` = :func:`levels_needed` ``(cell width, s1/COORD_LEVEL_DIV)`` refinement levels (public):
    each splits the cell into :data:`COORD_BRANCH` subcells (plus one on each side) and picks one
    (exponential mechanism, cell utility, ρ_levels/L_j each); the center is the last cell's midpoint;
@@ -144,6 +148,16 @@ PRIOR_FLAT = 20
 #: them took 13 of 30 picks at n = 300, d = 3 (ε_cell = 0.058): the zeros were then untied, the
 #: spread collapsed to the offset and the ones were clipped. At 32 that is about 2 %.
 PRIOR_ZERO = 32.0
+#: Step 1's point cells (issue 11, an atom away from 0): each octave cell's finite left edge
+#: ``±2^e`` is a candidate cell of its own, ``[2^e, nextafter(2^e))``, weighing this many times its
+#: octave cell (which keeps the open rest ``(2^e, 2^{e+1})`` for its utility). A column whose median
+#: is an atom at ``±2^e`` (0/1 with p = 0.7: the atom 1) then has exactly one cell of utility 0, the
+#: point, and is treated as the cell around 0 (center the point, no levels, the annulus spread).
+#: Before, the cell was ``[1, 2)``, refined to ``[1, 1 + 2⁻¹⁰)`` with the ones on its left edge,
+#: and the second spread's margin was the zeros (90 rows at n = 300) at ``exp(ε·u/2)``: 4.8× the oracle.
+PRIOR_POINT = 0.125
+#: ... and the points ±1 (the atoms of 0/1 and ±1 columns and of counts) weigh this many flat cells.
+PRIOR_UNIT = 32.0
 #: The annulus step's base measure decays as ``g^{−ZERO_SPREAD_DECAY}`` above 2⁰ (public): a
 #: spread too small clips the few untied rows (bias at most their share), one too large inflates
 #: the sum's noise without bound; with few untied rows (0/1, p = 0.05, n = 300: 15) the data
@@ -172,7 +186,8 @@ def centred_spread_utility(below_hi: np.ndarray, below_lo: np.ndarray, n: int) -
     """The spread steps' utility from ``C_k = #{c − g_k <= x < c + g_k}`` (``below_hi − below_lo``,
     :meth:`~privagg.engines.base.PointSource.below_counts` at the edges ``c ± g_k`` of the grid
     ``g``, nested in k): twice the interval utility of the median of the UNTIED distances to the
-    released center ``c`` (``Z = C_0``: the rows within the grid's bottom 2⁻⁹⁰⁰ of ``c``, tied),
+    released center ``c`` (``Z = C_0``: the rows within the grid's bottom 2⁻⁹⁰⁰ of ``c``, tied;
+    :func:`centred_spread` ends every interval at least at ``nextafter(c, ∞)``, so Z >= #{x = c}),
     ``u_k = −max(0, n + Z − 2C_k, 2C_{k−1} − n − Z)`` (``C_{−1} := 0``, ``n`` the true count).
     Adding a row moves n by 1, Z by z, every C_k by c_k with ``z <= c_{k−1} <= c_k`` (tied ⇒ inside
     every interval), so each term by 1 + z − 2c_k, resp. 2c_{k−1} − 1 − z, both in {−1, 0, 1}:
@@ -450,6 +465,35 @@ def spread_log_prior(anchor: np.ndarray) -> np.ndarray:
     return np.maximum(log_prior(octs, 0.0), log_prior(octs, a))
 
 
+def point_cells(e_min: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Step 1's public candidates ``(lo, hi, octave, point, a, b)``: the cells of
+    :func:`octave_cells` ``(e_min)`` with each finite left edge ``v = lo`` (``±2^e``; not that of
+    the cell around 0 nor of the cell below −2^1023) split off as a point cell ``[v, nextafter(v, ∞))``
+    (``point`` True, appended after the octave cells), the octave cell keeping ``[nextafter(v, ∞), hi)``
+    for the utility (a partition of the floats again). ``a, b``: the cells' geometry for the center
+    and the refinement: the dyadic ``[lo, hi)`` of :func:`octave_cells` for an octave cell (its
+    subcell edges stay dyadic), ``[v, v]`` for a point (width 0: no refinement)."""
+    lo, hi, oct_ = octave_cells(e_min)
+    split = np.isfinite(lo) & (lo != lo[0])  # not the cell around 0 (index 0), not [−∞, −2^1023)
+    v = lo[split]
+    with np.errstate(over="ignore"):
+        open_lo = np.where(split, np.nextafter(lo, np.inf), lo)
+    u_lo = np.concatenate([open_lo, v])
+    u_hi = np.concatenate([hi, np.nextafter(v, np.inf)])
+    octs = np.concatenate([oct_, oct_[split]])
+    point = np.concatenate([np.zeros(lo.size, bool), np.ones(v.size, bool)])
+    return u_lo, u_hi, octs, point, np.concatenate([lo, v]), np.concatenate([hi, v])
+
+
+def point_cell_log_prior(oct_: np.ndarray, point: np.ndarray, value: np.ndarray, e_min: int) -> np.ndarray:
+    """:func:`cell_log_prior` over :func:`point_cells` (``value``: their ``a``), the point cells
+    at :data:`PRIOR_POINT` times their octave cell's weight, the points ±1 at :data:`PRIOR_UNIT`
+    (public)."""
+    unit = point & (np.abs(value) == 1.0)
+    w = np.where(unit, math.log(PRIOR_UNIT), np.where(point, math.log(PRIOR_POINT), 0.0))
+    return cell_log_prior(oct_, e_min) + w
+
+
 def cell_log_prior(oct_: np.ndarray, e_min: int) -> np.ndarray:
     """Offsets over the octave cells: :func:`log_prior` centred at 2⁰, and the central cell
     ``[−2^{e_min}, 2^{e_min})`` (around 0, octave ``e_min − 1``) as if it were at octave 0, with
@@ -475,10 +519,21 @@ def edge_tied_counts(below: np.ndarray, lo_edges: np.ndarray, a: float) -> np.nd
     return np.concatenate([lo, b[g : 2 * g]])
 
 
-def zero_spread_log_prior() -> np.ndarray:
+def zero_spread_log_prior(anchor: float = 0.0) -> np.ndarray:
     """The annulus step's extra ``ln`` base measure over the spread grid: ``−ZERO_SPREAD_DECAY·
-    ln(g_k)`` above 2⁰, 0 below (public)."""
-    return -ZERO_SPREAD_DECAY * np.maximum(GRID_K / 4.0, 0.0) * math.log(2.0)
+    ln(g_k/2^m)`` above ``2^m``, 0 below, ``m = max(anchor, 0)`` (public: ``anchor`` the octave
+    of the released point; 0 for the cell around 0 and the points ``±2^e``, e <= 0)."""
+    m = max(float(anchor), 0.0)
+    return -ZERO_SPREAD_DECAY * np.maximum(GRID_K / 4.0 - m, 0.0) * math.log(2.0)
+
+
+def spread_upper_edges(c: float, grid: np.ndarray) -> np.ndarray:
+    """The spread steps' upper edges ``max(c + g_k, nextafter(c, ∞))`` (public; nondecreasing in
+    k): every interval ``[c − g_k, ·)`` holds the rows equal to ``c``. With ``c + g_k`` alone, for
+    ``c ≠ 0`` the bottom ``c + 2⁻⁹⁰⁰`` rounds to ``c``, ``C_0`` was empty and an atom on the
+    center was untied (a point cell at 1 on a 0/1 column: spread 2⁻⁵², the zeros clipped)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.maximum(c + grid, np.nextafter(c, np.inf))
 
 
 def centred_spread(source: Any, center: np.ndarray, n: int, eps: Fraction, anchor: np.ndarray,
@@ -487,9 +542,11 @@ def centred_spread(source: Any, center: np.ndarray, n: int, eps: Fraction, ancho
     """A spread step (docs/proofs/mean.md §11): per column, the exponential mechanism (Δ = 1) on
     :func:`centred_spread_utility` around the released ``center`` over :func:`positive_grid`,
     base measure :func:`spread_log_prior` ``(anchor)``; one pass over the data. The columns of the
-    public mask ``zero`` (released cell around 0; step 2 only) use :func:`annulus_spread_utility`
-    instead, monotone: weights ``exp(eps_zero·u)`` (the sampler at ``2·eps_zero``), drawn after
-    the others. With ``edge`` (public, per column, NaN for none; step 4: the refined cell's left
+    public mask ``zero`` (released cell around 0 or a point cell; step 2 only) use
+    :func:`annulus_spread_utility` instead, monotone: weights ``exp(eps_zero·u)`` (the sampler at
+    ``2·eps_zero``), base measure also :func:`zero_spread_log_prior` ``(anchor)``, drawn after the
+    others. The upper edges are ``max(c + g_k, nextafter(c, ∞))`` (public, monotone in k: the
+    intervals stay nested and every one holds the rows equal to c). With ``edge`` (public, per column, NaN for none; step 4: the refined cell's left
     edge ``a``) the rows equal to ``a`` count as tied: ``C'_k = #{x ∈ [c − g_k, c + g_k) or x = a}``
     (:func:`edge_tied_counts`)."""
     grid = positive_grid()
@@ -498,7 +555,7 @@ def centred_spread(source: Any, center: np.ndarray, n: int, eps: Fraction, ancho
     edge = np.full(d, np.nan) if edge is None else np.asarray(edge, np.float64)
     has = np.isfinite(edge)
     with np.errstate(over="ignore", invalid="ignore"):
-        edges = [np.concatenate([center[j] - grid, center[j] + grid]
+        edges = [np.concatenate([center[j] - grid, spread_upper_edges(center[j], grid)]
                                 + ([[edge[j], np.nextafter(edge[j], np.inf)]] if has[j] else []))
                  for j in range(d)]  # over columns
     below = source.below_counts(edges)
@@ -511,7 +568,8 @@ def centred_spread(source: Any, center: np.ndarray, n: int, eps: Fraction, ancho
         if idx.size == 0:
             continue
         util = np.stack([utility(below[j][grid.size:], below[j][: grid.size], n) for j in idx.tolist()])
-        mu = base_measure(lp[idx] if e is not None else lp[idx] + zero_spread_log_prior())
+        mu = base_measure(lp[idx] if e is not None
+                          else lp[idx] + np.stack([zero_spread_log_prior(anchor[j]) for j in idx.tolist()]))
         pick[idx] = exponential_mechanism(util, mu, eps if e is not None else 2 * eps_zero, gen)
     return grid[pick]
 
@@ -534,12 +592,15 @@ def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Genera
     n, d = source.count(), source.d
     bud = coordinate_budget(epsilon, delta, d, low_sample(n_hat, epsilon, d))
     # 1. octave cell of a median (cell utility, Δ = 1), the same public partition for every column
-    lo, hi, oct_ = octave_cells(CELL_E_MIN)
+    #    and the point cells ±2^e (point_cells: an atom on an octave edge)
+    lo, hi, oct_, is_point, geo_a, geo_b = point_cells(CELL_E_MIN)
     below = source.below_counts([np.concatenate([lo, hi])] * d)  # one pass, d columns
     util = np.stack([cell_utility_of_counts(b[: lo.size], b[lo.size :], n) for b in below])
-    pick = exponential_mechanism(util, base_measure(cell_log_prior(oct_, CELL_E_MIN)), bud.e_cell, gen)
-    zero = pick == 0  # the cell around 0 (public): L_j = 0 for any spread >= 2⁻⁹⁰⁰, no second spread
-    a, b = lo[pick].copy(), hi[pick].copy()
+    pick = exponential_mechanism(util, base_measure(point_cell_log_prior(oct_, is_point, geo_a, CELL_E_MIN)),
+                                 bud.e_cell, gen)
+    # the cell around 0 or a point cell (public): L_j = 0 (width <= 2⁻¹⁰²¹), no second spread
+    zero = (pick == 0) | is_point[pick]
+    a, b = geo_a[pick].copy(), geo_b[pick].copy()
     with np.errstate(invalid="ignore", over="ignore"):
         wide = ~np.isfinite(b - a)  # the two cells beyond ±2^1023: their finite edge
         c1 = np.where(wide, np.where(np.isfinite(a), a, b), a + (b - a) / 2)
