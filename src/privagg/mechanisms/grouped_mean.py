@@ -737,6 +737,7 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
         octave_cells,
         positive_grid,
         spread_log_prior,
+        spread_upper_edges,
     )
 
     n_groups = sizes.size
@@ -768,7 +769,8 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
         # 3. the pooled centred spread (untied median of |x − c1|, Δ = 1)
         grid = positive_grid()
         below_lo = np.searchsorted(xs, c1 - grid, side="left")
-        below_hi = np.searchsorted(xs, c1 + grid, side="left")
+        # upper edges at least nextafter(c1): the rows equal to c1 are tied (c1 + 2⁻⁹⁰⁰ rounds to c1)
+        below_hi = np.searchsorted(xs, spread_upper_edges(c1, grid), side="left")
     util = centred_spread_utility(below_hi, below_lo, n_p)[None, :]
     mu = base_measure(spread_log_prior(_octave(np.array([c1]))))
     s = float(grid[int(draws.em("small_spread", util, mu, bud.eps_spread)[0])])
