@@ -27,6 +27,7 @@ from privagg.errors import ParameterError
 from privagg.mechanisms import histogram as H
 from privagg.noise.distributions import DiscreteLaplace
 from privagg.testing import wilson_interval
+from privagg.testing.fixtures import new_key_hits
 
 ALPHA = 1e-6
 
@@ -134,14 +135,8 @@ def test_new_keys_of_one_unit_at_user_level(declared_l0, violates):
     seed = 778
     print("seed", seed, "declared ℓ0", declared_l0)
     eps, delta, l0, linf, m = 5.0, 0.01, 2, 2, 40_000
-    keys = np.repeat(np.arange(m * l0), linf)
-    units = np.repeat(np.arange(m), l0 * linf)
     params = H.StableHistogramParams.build(eps, delta, "add_remove", "randomized", bounds=(declared_l0, linf))
-    gen = np.random.default_rng(seed)
-    kc = H._bounded("stable_histogram", keys, units, (l0, linf), gen)
-    assert (kc.counts == linf).all()
-    r = H._stable_release(kc, params, gen, None)
-    hits = np.unique(np.asarray(r.keys) // l0).size
+    hits = new_key_hits(params, m, l0, linf, seed)
     lo, hi = wilson_interval(hits, m, ALPHA)
     if violates:
         assert lo > delta

@@ -27,6 +27,7 @@ from privagg.engines.numpy_engine import NumpyEngine
 from privagg.errors import ParameterError
 from privagg.mechanisms import histogram as H
 from privagg.testing import wilson_interval
+from privagg.testing.fixtures import new_key_hits
 
 ALPHA = 1e-6
 
@@ -289,15 +290,9 @@ def test_stable_audit_new_keys_of_one_unit(shift, violates):
     seed = 777
     print("seed", seed, "shift", shift)
     eps, delta, l0, linf, m = 5.0, 0.01, 2, 2, 40000
-    keys = np.repeat(np.arange(m * l0), linf)
-    units = np.repeat(np.arange(m), l0 * linf)
     params = H.StableHistogramParams.build(eps, delta, "add_remove", bounds=(l0, linf))
     params = dataclasses.replace(params, threshold=params.threshold + shift)
-    gen = np.random.default_rng(seed)
-    kc = H._bounded("stable_histogram", keys, units, (l0, linf), gen)
-    assert (kc.counts == linf).all()
-    r = H._stable_release(kc, params, gen, None)
-    hits = np.unique(np.asarray(r.keys) // l0).size  # units with at least one key released
+    hits = new_key_hits(params, m, l0, linf, seed)  # units with at least one key released
     lo, hi = _wilson(hits, m)
     if violates:
         assert lo > delta

@@ -31,6 +31,24 @@ def unit_copies(units_per_copy: Any, l0: int, rows: int = 1) -> tuple[np.ndarray
     return keys, units
 
 
+def new_key_hits(params: Any, units: int, l0: int, linf: int, seed: int) -> int:
+    """The stable histogram's appearance audit at user level: ``units`` units each holding ``l0``
+    keys of their own with ``linf`` rows each (every key new: absent without the unit), bounded at
+    (``l0``, ``linf``) and released with ``params`` (a :class:`~privagg.mechanisms.histogram.
+    StableHistogramParams`, possibly deliberately wrong). Returns how many units had at least one
+    key released: ``units`` independent trials of an event of probability 0 on the neighbour."""
+    from privagg.mechanisms import histogram as H
+
+    keys = np.repeat(np.arange(units * l0), linf)
+    owners = np.repeat(np.arange(units), l0 * linf)
+    gen = np.random.default_rng(seed)
+    kc = H._bounded("stable_histogram", keys, owners, (l0, linf), gen)
+    if not (np.asarray(kc.counts) == linf).all():
+        raise AssertionError("new_key_hits: bounding dropped rows of a unit holding exactly (ℓ0, ℓ∞)")
+    r = H._stable_release(kc, params, gen, None)
+    return int(np.unique(np.asarray(r.keys) // l0).size)
+
+
 def record_exponential_mechanism(monkeypatch: Any, module: Any) -> list[tuple[np.ndarray, np.ndarray, Any, int]]:
     """Wrap ``module.exponential_mechanism`` (with pytest's ``monkeypatch``) so that every call
     is recorded as ``(first utility row, its base measure row, ε, the pick)``; returns the list."""
