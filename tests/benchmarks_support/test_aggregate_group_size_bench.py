@@ -4,38 +4,16 @@ the smoke run checks what is printed, not the errors' sizes."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
-
-def _load():  # noqa: ANN202 - a module
-    saved = list(sys.path)
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        spec = importlib.util.spec_from_file_location("bench_aggregate_group_size",
-                                                      BENCHMARKS / "aggregate_group_size.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["bench_aggregate_group_size"] = module
-        spec.loader.exec_module(module)
-    finally:
-        sys.path[:] = saved
-    return module
-
-
-sweep = _load()
-
-
-def test_crossover_known_answers() -> None:
+def test_crossover_known_answers(group_size_sweep) -> None:
     """The smallest size from which the target holds at that and every larger size; a miss after a
     met size resets it; NaN (no peer) and inf (⊥) miss; the sizes need not be sorted."""
-    c = sweep.crossover
+    c = group_size_sweep.crossover
     assert c([30, 60, 100, 200], [3.0, 1.2, 1.4, 1.5]) == 60
     assert c([30, 60, 100, 200], [1.0, 1.2, 2.0, 1.4]) == 200  # 30 and 60 met, 100 missed
     assert c([30, 60, 100, 200], [1.0, 1.0, 1.0, 1.6]) is None  # the largest misses
@@ -45,41 +23,41 @@ def test_crossover_known_answers() -> None:
     assert c([30, 60], [2.0, 2.0], target=2.0) == 30
 
 
-def test_make_groups_laws() -> None:
+def test_make_groups_laws(group_size_sweep) -> None:
     """Equal group sizes, string labels, the laws' supports, per-group shifts (group means increase
     with the label), and the same table from the same seed."""
-    for law in sweep.LAWS:
-        df = sweep.make_groups(law, 5, 400, 1)
+    for law in group_size_sweep.LAWS:
+        df = group_size_sweep.make_groups(law, 5, 400, 1)
         assert len(df) == 2000 and df["g"].map(type).eq(str).all()
         assert df.groupby("g").size().tolist() == [400] * 5
         means = df.groupby("g", sort=True)["v"].mean().to_numpy()
         assert means[-1] - means[0] > 0.5 * df["v"].std(), (law, means)  # the shift is visible
-        assert df.equals(sweep.make_groups(law, 5, 400, 1))
-        assert not df.equals(sweep.make_groups(law, 5, 400, 2))
-    assert set(sweep.make_groups("binary", 5, 200, 1)["v"]) == {0.0, 1.0}
-    assert set(sweep.make_groups("likert", 5, 200, 1)["v"]) == {1.0, 2.0, 3.0, 4.0, 5.0}
-    assert (sweep.make_groups("lognormal", 5, 200, 1)["v"] > 0).all()
-    assert sweep.make_groups("normal", 50, 2, 1)["g"].iloc[-1] == "g49"
+        assert df.equals(group_size_sweep.make_groups(law, 5, 400, 1))
+        assert not df.equals(group_size_sweep.make_groups(law, 5, 400, 2))
+    assert set(group_size_sweep.make_groups("binary", 5, 200, 1)["v"]) == {0.0, 1.0}
+    assert set(group_size_sweep.make_groups("likert", 5, 200, 1)["v"]) == {1.0, 2.0, 3.0, 4.0, 5.0}
+    assert (group_size_sweep.make_groups("lognormal", 5, 200, 1)["v"] > 0).all()
+    assert group_size_sweep.make_groups("normal", 50, 2, 1)["g"].iloc[-1] == "g49"
     with pytest.raises(ValueError, match="unknown law"):
-        sweep.make_groups("cauchy", 2, 10, 1)
+        group_size_sweep.make_groups("cauchy", 2, 10, 1)
 
 
-def test_true_bounds_and_pdp_runs() -> None:
+def test_true_bounds_and_pdp_runs(group_size_sweep) -> None:
     v = np.arange(100001, dtype=float)
-    assert sweep.true_bounds(v) == pytest.approx((100.0, 99900.0))
-    assert sweep.true_bounds(np.ones(50)) == (1.0, 2.0)
-    assert sweep.pdp_runs(10, 1_000) == 10
-    assert sweep.pdp_runs(10, 25_000) == 4
-    assert sweep.pdp_runs(10, 250_000) == 2
-    assert sweep.pdp_runs(1, 250_000) == 1
-    assert sweep.pdp_runs(10, 30_000, budget=60_000) == 2
+    assert group_size_sweep.true_bounds(v) == pytest.approx((100.0, 99900.0))
+    assert group_size_sweep.true_bounds(np.ones(50)) == (1.0, 2.0)
+    assert group_size_sweep.pdp_runs(10, 1_000) == 10
+    assert group_size_sweep.pdp_runs(10, 25_000) == 4
+    assert group_size_sweep.pdp_runs(10, 250_000) == 2
+    assert group_size_sweep.pdp_runs(1, 250_000) == 1
+    assert group_size_sweep.pdp_runs(10, 30_000, budget=60_000) == 2
 
 
-def test_smoke_prints_cells_and_crossover(capsys: pytest.CaptureFixture[str]) -> None:
+def test_smoke_prints_cells_and_crossover(group_size_sweep, capsys: pytest.CaptureFixture[str]) -> None:
     """One law, G = 2, two sizes, one run: a row per size with the three methods, the crossover
     lines, the small-group switch (a positive number), and a cell over --max-cell-rows skipped."""
     pytest.importorskip("pipeline_dp")
-    result = sweep.main(["--laws", "likert", "--groups", "2", "--sizes", "30,60,500", "--runs", "1",
+    result = group_size_sweep.main(["--laws", "likert", "--groups", "2", "--sizes", "30,60,500", "--runs", "1",
                          "--max-cell-rows", "200", "--markdown"])
     text = capsys.readouterr().out
     assert result["switch"] is not None and result["switch"] > 60
