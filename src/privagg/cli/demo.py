@@ -77,7 +77,7 @@ def demo(out: Path) -> None:
     side.add_column("")
     side.add_column("laplace_histogram\n(public code list, --domain)")
     side.add_column("stable_histogram\n(no domain needed)")
-    for (label, a), (_, b) in zip(summary_rows(laplace, beta=BETA), summary_rows(stable, beta=BETA)):
+    for label, a, b in _side_by_side(summary_rows(laplace, beta=BETA), summary_rows(stable, beta=BETA)):
         if label != "mechanism":
             side.add_row(label, a, b)
     side.add_row(
@@ -124,6 +124,20 @@ def demo(out: Path) -> None:
         "On your own data: privagg histogram FILE --column COL --epsilon 1 --delta 1e-6  "
         "(or --domain KEYS.txt instead of --delta; add --json, --plot OUT.png, --ledger BUDGET.db)."
     )
+
+
+
+def _side_by_side(left: list[tuple[str, str]], right: list[tuple[str, str]]) -> list[tuple[str, str, str]]:
+    """Rows of two summaries matched by label (each keeps its order; a label one of them lacks,
+    e.g. the stable histogram's "selection", shows "—" on the other side)."""
+    order: list[str] = []
+    for rows in (right, left):
+        for i, (label, _) in enumerate(rows):
+            if label not in order:  # after the label that precedes it in its own summary
+                at = order.index(rows[i - 1][0]) + 1 if i and rows[i - 1][0] in order else len(order)
+                order.insert(at, label)
+    a, b = dict(left), dict(right)
+    return [(label, a.get(label, "—"), b.get(label, "—")) for label in order]
 
 
 def _true_frequencies(codes: np.ndarray, records: np.ndarray) -> np.ndarray:
