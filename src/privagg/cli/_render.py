@@ -131,7 +131,7 @@ def release_payload(release: HistogramRelease, *, beta: float) -> dict[str, Any]
         "neighbors": release.neighbors,
         "threshold": None if release.threshold is None or _optimal(release) else int(release.threshold),
         # threshold="randomized": a noisy count of T − 1 was kept with this probability (exact fraction)
-        "boundary_probability": _boundary(release),
+        "boundary_probability": None if (b := _boundary(release)) is None else str(b),
         # stable histogram: "threshold" (noisy count ≥ T), "optimal" (partition selection, no T)
         # or "gaussian" (Gaussian thresholding of the distinct units per key, no T on the counts)
         "selection": release.selection if release.mechanism == "stable_histogram" else None,
@@ -179,9 +179,10 @@ def _gaussian_selection_fields(release: HistogramRelease) -> dict[str, Any]:
             "selection_sigma2": float(sel.sigma2), "selection_threshold": int(sel.threshold)}
 
 
-def _boundary(release: HistogramRelease) -> str | None:
+def _boundary(release: HistogramRelease) -> Fraction | None:
+    """threshold="randomized": the boundary probability b (exact), else None."""
     b = getattr(release.params, "boundary_probability", None)
-    return None if b is None or _optimal(release) else str(b)
+    return None if b is None or _optimal(release) else b
 
 
 def _optimal(release: HistogramRelease) -> bool:
@@ -260,11 +261,10 @@ def _selection_rows(release: HistogramRelease) -> list[tuple[str, str]]:
     """The threshold line, and for the stable histogram how keys were selected."""
     if not _optimal(release):
         rows = [("threshold", "none" if release.threshold is None else f"noisy count ≥ {release.threshold}")]
-        b = _boundary(release)
-        b = b if b is not None and Fraction(b) > 0 else None  # b = 0 (T = 1): nothing to say
+        b = _boundary(release) or None  # b = 0 (T = 1): nothing to say
         if b is not None:  # threshold="randomized" (docs/proofs/histograms.md §2.5)
             rows[0] = ("threshold", f"noisy count ≥ {release.threshold}, or = {release.threshold - 1} "  # type: ignore[operator]
-                                    f"with probability {format_float(float(Fraction(b)))} (randomized boundary)")
+                                    f"with probability {format_float(float(b))} (randomized boundary)")
         if release.mechanism == "stable_histogram":
             rows.insert(0, ("selection", "threshold (released iff the noisy count reaches it)" if b is None else
                                          "threshold (released iff the noisy count reaches it, or by the coin at T − 1)"))

@@ -1745,10 +1745,7 @@ def stable_histogram(
     neighbors = _resolve_neighbors(where, neighbors, bounds is not None)
     check_choice(where, "selection", selection, SELECTIONS)
     check_choice(where, "noise", noise, NOISES)
-    if selection != "threshold" and noise != "laplace":
-        raise fail(where, "noise", f"'laplace' with selection={selection!r}", noise)
-    if selection != "threshold" and threshold == "randomized":  # no threshold on the counts to randomize
-        raise fail(where, "threshold", f"'tight' or 'seed' with selection={selection!r}", threshold)
+    _check_selection_options(where, selection, noise, threshold)
     params = StableHistogramParams.build(
         epsilon, delta, neighbors, threshold, total_epsilon_share=total_epsilon_share, where=where, bounds=bounds,
         noise=noise,
@@ -1792,6 +1789,17 @@ def _optimal_budget(where: str, params: StableHistogramParams, l0: int) -> tuple
     eps_sel, delta_sel = params.counts_epsilon / (2 * l0), Fraction(params.delta) / l0
     keep_numerators(eps_sel, delta_sel, where=where)
     return eps_sel, delta_sel
+
+
+def _check_selection_options(where: str, selection: str, noise: str, threshold: str) -> None:
+    """A separate key selection (``"optimal"``/``"gaussian"``) noises the counts with Laplace noise
+    and puts no threshold on them: other noise, or a randomized threshold, is a ParameterError."""
+    if selection == "threshold":
+        return
+    if noise != "laplace":
+        raise fail(where, "noise", f"'laplace' with selection={selection!r}", noise)
+    if threshold == "randomized":  # no threshold on the counts to randomize
+        raise fail(where, "threshold", f"'tight' or 'seed' with selection={selection!r}", threshold)
 
 
 def gaussian_selection_params(params: StableHistogramParams, *, where: str = "stable_histogram"
@@ -1906,10 +1914,7 @@ def stable_histogram_from_counts(
         bounds = _check_bounds(where, True, max_keys_per_unit, max_rows_per_key)
     neighbors = _resolve_neighbors(where, neighbors, bounds is not None)
     check_choice(where, "selection", selection, SELECTIONS)
-    if selection != "threshold" and noise != "laplace":
-        raise fail(where, "noise", f"'laplace' with selection={selection!r}", noise)
-    if selection != "threshold" and threshold == "randomized":  # no threshold on the counts to randomize
-        raise fail(where, "threshold", f"'tight' or 'seed' with selection={selection!r}", threshold)
+    _check_selection_options(where, selection, noise, threshold)
     params = StableHistogramParams.build(
         epsilon, delta, neighbors, threshold, total_epsilon_share=total_epsilon_share, where=where, bounds=bounds,
         noise=noise,
