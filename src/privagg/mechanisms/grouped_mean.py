@@ -23,7 +23,7 @@ Per group ``g`` (``n_g`` rows), with the shares of :func:`~privagg.mechanisms.me
    ``r = 3·r_ĵ`` (docs/proofs/mean.md §4b), a G × L matrix for all groups.
 4. **Locate.** BasicFilter (α = 0) with the *exact* predicate ``|a − b| <= r`` (real numbers; its
    friend set is an interval of the sorted values: counts by a vectorized binary search with an
-   exact boundary test), noisy core size ``m̂``, ``m_low = m̂ − k``, ⊥ when ``m_low < 10``; the core
+   exact boundary test), noisy core size ``m̂``, ``m_low = m̂ − k`` (a core with ``m_low < 10`` is ⊥: step 5 then runs around 0); the core
    average (relative to the least core value, summed exactly on a grid) released on the grid
    with discrete Laplace noise of sensitivity ``2r/m_low`` plus rounding.
 5. **Estimate.** A clipping range per side of ``ĉ``: for the rows above ``ĉ`` and, separately,
@@ -33,6 +33,11 @@ Per group ``g`` (``n_g`` rows), with the shares of :func:`~privagg.mechanisms.me
    :func:`side_penalty`) gives ``R_hi`` and ``R_lo``; the clipped sum
    ``Σ clip(x − ĉ, −R_lo, R_hi)`` of *all* the group's rows, summed exactly on a grid, released
    with discrete Laplace noise of sensitivity ``max(R_lo, R_hi)``; ``mean = ĉ + S/n̂``.
+   Before the clipping range, the **spread floor** (§1.9, ε_sum/5 of the sum's share):
+   report-noisy-max over ``U·2^k``, ``k = 0 … 120``, of the median of the rows beyond ``U``
+   (capped :func:`floor_cap` rows below ``n̂``) lifts ``U`` to the rows' own scale when the core
+   is one atom of tied data (a 0/1 column); a group whose **core is ⊥** runs this step 5 around
+   the public center 0 from ``U = 2⁻⁶⁰`` instead of releasing ⊥ (§1.8, ``extra["core_fallback"]``).
 
 Groups whose ``n̂`` is below plan 0's radius selection (:meth:`FriendlyMeansPlan.small`) run the
 small-group plan instead (:func:`_small_means`, docs/proofs/aggregate_mean.md §8: a second count,
@@ -79,8 +84,9 @@ from .mean import (
     row_hash,
 )
 
-__all__ = ["FriendlyMeansPlan", "RADIUS_EXPONENTS", "SmallBudget", "friend_counts_1d",
-           "friendly_means", "friendly_means_plan", "side_utilities", "small_budget"]
+__all__ = ["FriendlyMeansPlan", "RADIUS_EXPONENTS", "SmallBudget", "floor_cap", "floor_utility",
+           "friend_counts_1d", "friendly_means", "friendly_means_plan", "side_utilities",
+           "small_budget", "spread_floor"]
 
 #: Radius grid ``r_j = 2^{j/4}`` for these ``j`` (public): 2⁻⁶⁰ … 2⁶⁰, wider than the
 #: d-dimensional grid (2⁻¹⁰ … 2⁴⁰) so that groups of very different scales (1e-3 and 1e6 in one
@@ -119,6 +125,23 @@ LOCATE_MARGIN = 1
 #: rule from ``n̂``: ⊥ where ``n̂ − t_n`` is below it (docs/proofs/aggregate_mean.md §1.7, §5).
 RADIUS_ROWS = 8
 RADIUS_BETA = 1e-3
+#: The spread floor of step 5 (docs/proofs/aggregate_mean.md §1.9): candidates ``U·2^k``,
+#: ``k = 0 … FLOOR_OCTAVES`` (from the 2⁻⁶⁰ of a fallback center up to 2⁶⁰).
+FLOOR_OCTAVES = 120
+#: Share of the final sum's ε given to the spread floor (public; §1.9: at 1/10 the 0/1 groups of
+#: 5,000 rows of a four-metric query, ε = 1, still released their majority value).
+SHARE_FLOOR = Fraction(1, 5)
+#: The floor's cap ``K`` keeps a constant group at ``U`` (candidate 0) with probability at least
+#: ``1 − FLOOR_BETA`` (:func:`floor_cap`).
+FLOOR_BETA = 1e-4
+#: The base ``U`` of a group whose core is ⊥ (too few agreeing rows: no majority atom or cluster):
+#: its step 5 runs around the public center 0 from ``U = 2⁻⁶⁰`` (§1.8; the floor lifts it to the
+#: rows' own scale) instead of releasing ⊥.
+FALLBACK_UNIT = 2.0**-60
+#: ... only when ``n̂ − t_T >= FALLBACK_CAPS·K`` (``K``: :func:`floor_cap`; public), so that the
+#: floor can find the rows' scale even with 65 % of them at 0; below it the group is ⊥ as before
+#: (a fallback whose floor fails would release a mean of 0).
+FALLBACK_CAPS = 6
 #: The radius utility's target is ``⌊(m_pub − 1)/2⌋`` with ``m_pub = min(n̂ − t, m_locate)``,
 #: ``t`` the count noise's ``1 − TARGET_BETA`` tail (public; measured: 10⁻³ ⊥s most bimodal
 #: groups near the threshold, the bare ``n̂`` lets the plateau of too-large radii win).
@@ -495,6 +518,61 @@ def side_penalty(eps_quantile: Fraction) -> int:
     return max(1, math.ceil(SIDE_PENALTY * 2 / eps_quantile))
 
 
+def floor_cap(eps_floor: Fraction) -> int:
+    """The public cap ``K = ⌈2·ln((FLOOR_OCTAVES + 1)/FLOOR_BETA)/ε_f⌉`` rows of the spread floor's
+    target (docs/proofs/aggregate_mean.md §1.9): on a constant group (every row within ``U``)
+    candidate 0 then leads every other by ``2K`` in the twice-utility, i.e. by
+    ``ln((F + 1)/β)`` noise scales ``4/ε_f``."""
+    return math.ceil(2.0 * math.log((FLOOR_OCTAVES + 1) / FLOOR_BETA) / float(eps_floor))
+
+
+def floor_utility(counts: np.ndarray, n_low: np.ndarray, cap: Any) -> np.ndarray:
+    """Twice the interval utility of the spread floor (docs/proofs/aggregate_mean.md §1.9):
+    ``counts[g, k] = C_k`` the rows of group g within ``U·2^k`` of ĉ (``k = 0 … F``, ``Z = C_0``
+    the rows within ``U``: the core's scale), target ``t2 = min(n_low + Z, 2·(n_low − K))`` (the
+    median of the rows beyond ``U``, capped ``K`` rows below the public ``n_low``), utility
+    ``u_k = −max(0, t2 − 2C_k, 2C_{k−1} − t2)`` with ``C_{−1} := 0``. Adding a row moves each
+    ``u_k`` by at most 2 (§1.9). ``n_low``, ``cap``: public, per group (or one int). Int64,
+    shape of ``counts``."""
+    c = np.asarray(counts, dtype=np.int64)
+    n_low = np.broadcast_to(np.asarray(n_low, dtype=np.int64), c.shape[:1])[:, None]
+    cap = np.broadcast_to(np.asarray(cap, dtype=np.int64), c.shape[:1])[:, None]
+    t2 = np.minimum(n_low + c[:, :1], 2 * (n_low - cap))
+    below = np.zeros_like(c)
+    below[:, 1:] = c[:, :-1]
+    return -np.maximum(np.maximum(t2 - 2 * c, 2 * below - t2), 0)
+
+
+def _octave_counts(dev: np.ndarray, inv_upper: np.ndarray, grp: np.ndarray,
+                   n_groups: int) -> np.ndarray:
+    """``C[g, k] = #{rows of g with fl(|dev|·inv_upper) <= 2^k}``, ``k = 0 … FLOOR_OCTAVES``
+    (the octave level ``⌈log2 u⌉`` from ``frexp``, exact; ``u = ∞`` beyond every edge): one
+    level per row, a function of the row and public values. ``inv_upper`` (per row) is
+    overwritten."""
+    u = np.multiply(np.abs(dev), inv_upper, out=inv_upper)
+    m, e = np.frexp(u)
+    e -= m == 0.5  # u = 2^(e−1) exactly: level e − 1
+    e[np.isinf(u)] = FLOOR_OCTAVES + 1
+    np.clip(e, 0, FLOOR_OCTAVES + 1, out=e)
+    width = FLOOR_OCTAVES + 2
+    hist = np.bincount(grp * width + e, minlength=n_groups * width).reshape(n_groups, width)
+    return np.cumsum(hist[:, :-1], axis=1)
+
+
+def spread_floor(dev: np.ndarray, grp: np.ndarray, upper: np.ndarray, n_low: np.ndarray,
+                 eps_floors: tuple, which: np.ndarray, draws: _Draws) -> np.ndarray:
+    """The spread floor's released octave ``k̂`` per group (docs/proofs/aggregate_mean.md §1.9):
+    report-noisy-max with ``DLap(4/ε_f)`` (``ε_f = eps_floors[which_g]``) of
+    :func:`floor_utility` over the counts of :func:`_octave_counts`; ``U' = U·2^k̂``.
+    ``dev = x − ĉ[grp]`` (not modified), ``upper`` the public ``U`` and ``n_low`` per group."""
+    n_groups = upper.size
+    caps = np.array([floor_cap(e) for e in eps_floors], dtype=np.int64)[which]
+    counts = _octave_counts(dev, np.take(1.0 / upper, grp), grp, n_groups)
+    noisy = floor_utility(counts, n_low, caps) + draws.dlap_by(
+        "floor", tuple(4 / e for e in eps_floors), which, FLOOR_OCTAVES + 1)
+    return np.argmax(noisy, axis=1)
+
+
 def _row_bins(dev: np.ndarray, inv_upper: np.ndarray, top_level: int) -> np.ndarray:
     """``clip(grid_levels(fl(|dev|·inv_upper)²), L − 1, top + 1) − (L − 1)`` (``L``:
     ``_LEVEL_LOW``), int64, in ``inv_upper``'s memory (overwritten; float64 of ``dev``'s
@@ -837,15 +915,16 @@ def friendly_means(gv: GroupedValues, *, epsilon: Any, delta: Any,
     Returns
     -------
     MetricResult
-        ``value``: the mean per group (NaN where ⊥); ``ok``/``reason``: ⊥ when the noisy count
-        is below 1 or the noisy core size is below :attr:`FriendlyMeansPlan.need` (the group is
-        too small for this ε, or its rows do not agree on a location). ``low``/``high``: a
+        ``value``: the mean per group (NaN where ⊥); ``ok``/``reason``: ⊥ only when the small-group
+        plan's combined count is below its floor (a group whose noisy core is too small
+        releases around the center 0 instead, ``extra["core_fallback"]``). ``low``/``high``: a
         noise-only interval holding with probability >= 0.95 per group: it covers the group's
         *clipped* mean ``θ_g = ĉ_g + (1/n_g)·Σ clip(x − ĉ_g, −R_lo, R_hi)`` (the final sum's noise, the
         count noise, the rounding), **not** the clipping bias ``θ_g − x̄_g`` (``extra["clip_low"]``,
         ``extra["clip_high"]``: the clipping range ``[ĉ − R_lo, ĉ + R_hi]``) nor the sampling error. ``extra``: ``n_hat``
         (noisy counts), ``clip_radius`` (``max(R_lo, R_hi)``), ``center`` (``ĉ_g``), ``radius`` (``r_g``),
-        ``clip_low``/``clip_high``, ``m_hat`` (noisy core sizes), all public.
+        ``clip_low``/``clip_high``, ``m_hat`` (noisy core sizes), ``small_plan``,
+        ``core_fallback`` (step 5 around 0), all public.
 
     Privacy
     -------
@@ -981,14 +1060,32 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws,
     t_c = sens_cg.astype(np.float64) / np.array([float(e) for e in eps_cms])[which] * g_c
     bound = t_c * (math.sqrt(2.0) + 2.0 * math.log(1.0 / BETA_LOCATE))
 
+    # a group whose core is ⊥ runs step 5 around the public center 0 from U = 2⁻⁶⁰ (§1.8)
+    # (only with n̂ − t_T >= FALLBACK_CAPS·K: enough rows for the floor to find a scale)
+    eps_floors = tuple(p.eps_sum * SHARE_FLOOR for p in plans)
+    caps = np.array([floor_cap(e) for e in eps_floors], dtype=np.int64)[which]
+    n_low = np.maximum(n_hat - fp.target_tail, 0)
+    core_bot = enough & ~ok
+    fallback = core_bot & (n_low >= FALLBACK_CAPS * caps)
+    center = np.where(fallback, 0.0, center)
+    upper = np.where(ok, _grid_up(np.where(ok, radius + bound, 1.0)), FALLBACK_UNIT)
+    ok = ok | fallback
+
+    # 5a. the spread floor (§1.9): on tied data (a 0/1 column) the core is one atom and U its
+    # tiny scale; the floor lifts U to an octave of the rows beyond it, on all the group's rows
+    dev = np.take(center, grp)
+    np.subtract(x, dev, out=dev)  # x − ĉ[g]; may be ±inf for far rows
+    k_floor = spread_floor(dev, grp, upper, n_low, eps_floors, which, draws)
+    upper = np.ldexp(upper, np.where(ok, k_floor, 0))
+    # a fallback group whose floor stayed at 2⁻⁶⁰ found no scale at this ε: ⊥, not a mean of 0
+    unscaled = fallback & (k_floor == 0)
+    ok &= ~unscaled
+
     # 5. estimate: a clipping range per side of ĉ, each by report-noisy-max over the edges
-    upper = _grid_up(np.where(ok, radius + bound, 1.0))
     a_top = np.maximum(0, np.ceil(np.log2(TOP_FACTOR * np.sqrt(n_pos)))).astype(np.int64)
     top_level = 4 * int(a_top.max(initial=0))
     width = 2 * a_top + QUANTILE_GRID + 1  # edges per group: U·2^{k/2}, k = 2A … 1; U·2^{−j/4}
     j_max = int(width.max(initial=1))
-    dev = np.take(center, grp)
-    np.subtract(x, dev, out=dev)  # x − ĉ[g]; may be ±inf for far rows: clipped below, top bin here
     nb = top_level - _LEVEL_LOW + 3
     # bin index (2g + side)·nb + lb, lb the clipped grid level (:func:`grid_levels`, in place)
     # of fl(u)², u = |dev|/U: level <= k iff fl(u)² <= 2^{k/2}, i.e. about u <= 2^{k/4};
@@ -1017,7 +1114,7 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws,
         r_side.append(np.where(ok, upper * np.exp2(level_sel / 4.0), 1.0))
     r_hi, r_lo = r_side
 
-    eps_sums = tuple(p.eps_sum for p in plans)
+    eps_sums = tuple(p.eps_sum * (1 - SHARE_FLOOR) for p in plans)  # SHARE_FLOOR: the floor
     total, sens_sg, e_s, e_g = _noisy_range_sums(dev, grp, off, r_lo, r_hi, ok, eps_sums, which,
                                                  draws, scratch=hidx.view(np.float64))
     del dev, hidx, scratch
@@ -1037,9 +1134,14 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws,
                             np.ldexp(0.5, e_s) + 8.0 * _U * clip_r, g_s)
     reason = np.full(n_groups, None, dtype=object)
     for i, nd in enumerate(fp.needs):
-        reason[~ok & (which == i)] = (
+        reason[core_bot & ~fallback & (which == i)] = (
             f"group too small for the unbounded mean at this ε: noisy core size below "
             f"{nd} (the locate step needs about {nd} agreeing rows)")
+    for i, p in enumerate(plans):
+        reason[unscaled & (which == i)] = (
+            f"group too small for the unbounded mean at this ε: no value or cluster held by most "
+            f"of its rows, and its spread not found (the spread step needs about "
+            f"{floor_cap(p.eps_sum * SHARE_FLOOR)} rows away from 0)")
     reason[live & ~enough] = (
         f"group too small for the unbounded mean at this ε: noisy count n̂ below "
         f"{fp.m_selects[0] + fp.count_tail} (the radius selection needs about "
@@ -1081,5 +1183,6 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws,
                "clip_low": np.where(ok, c_low, nan),
                "clip_high": np.where(ok, c_high, nan),
                "m_hat": np.where(live & ~small, m_hat.astype(np.float64), nan),
-               "small_plan": small & ok},
+               "small_plan": small & ok,
+               "core_fallback": fallback & ~small & ok},
     )
