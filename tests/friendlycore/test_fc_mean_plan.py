@@ -76,6 +76,8 @@ def test_plan_shares_and_totals(calibration, select, small, eps, delta):
     assert p.eps_count == e / 40  # the same in both plans: n̂ is released before the choice
     assert p.eps_select == ((e / 5 if small else e / 10) if select else 0)
     assert p.eps_quantile == e / 10
+    # the spread floor (docs/proofs/mean.md §8c): ε/20 with a private radius, not in small plans
+    assert p.eps_floor == (e / 20 if select and not small else 0)
     # Locate: the recorded end-to-end values are the conversion theorem's, rounded up (tiny).
     e_loc, d_loc = reference_locate(p.eps_core_count, p.eps_core_mean,
                                     p.delta_core_count + p.delta_core_mean)
@@ -86,7 +88,8 @@ def test_plan_shares_and_totals(calibration, select, small, eps, delta):
     assert p.eps_core_count == p.eps_friendly / (2 if small else 4)
     if calibration == "laplace":
         assert p.rho_sum is None and p.delta_sum == 0 and p.delta_core_mean == 0
-        assert p.eps_sum == e - p.eps_count - p.eps_select - p.eps_locate - p.eps_quantile
+        assert p.eps_sum == (e - p.eps_count - p.eps_select - p.eps_locate - p.eps_quantile
+                             - p.eps_floor)
     else:
         assert p.delta_core_count == p.delta_friendly / 2
         # Each Gaussian part's ε is the certified conversion of its ρ, independently re-derived.

@@ -68,6 +68,8 @@ from ..noise.samplers import bernoulli_rational, discrete_laplace
 from .grouped import Contribution, GroupedValues, MetricResult
 from .mean import (
     BETA_LOCATE,
+    FLOOR_BETA,
+    FLOOR_OCTAVES,
     M_MIN,
     QUANTILE_GRID,
     TOP_FACTOR,
@@ -77,6 +79,8 @@ from .mean import (
     _float_down,
     _float_up,
     _frac,
+    floor_cap,
+    floor_utility,
     mean_plan,
     noise_half_width,
     pair_factor,
@@ -84,7 +88,8 @@ from .mean import (
     row_hash,
 )
 
-__all__ = ["FriendlyMeansPlan", "RADIUS_EXPONENTS", "SmallBudget", "floor_cap", "floor_utility",
+__all__ = ["FLOOR_BETA", "FLOOR_OCTAVES", "FriendlyMeansPlan", "RADIUS_EXPONENTS", "SmallBudget",
+           "floor_cap", "floor_utility",
            "friend_counts_1d", "friendly_means", "friendly_means_plan", "side_utilities",
            "small_budget", "spread_floor"]
 
@@ -126,14 +131,11 @@ LOCATE_MARGIN = 1
 RADIUS_ROWS = 8
 RADIUS_BETA = 1e-3
 #: The spread floor of step 5 (docs/proofs/aggregate_mean.md §1.9): candidates ``U·2^k``,
-#: ``k = 0 … FLOOR_OCTAVES`` (from the 2⁻⁶⁰ of a fallback center up to 2⁶⁰).
-FLOOR_OCTAVES = 120
+#: ``k = 0 … FLOOR_OCTAVES`` (from the 2⁻⁶⁰ of a fallback center up to 2⁶⁰), the cap
+#: :func:`~privagg.mechanisms.mean.floor_cap` and utility ``floor_utility`` of ``mean.py``.
 #: Share of the final sum's ε given to the spread floor (public; §1.9: at 1/10 the 0/1 groups of
 #: 5,000 rows of a four-metric query, ε = 1, still released their majority value).
 SHARE_FLOOR = Fraction(1, 5)
-#: The floor's cap ``K`` keeps a constant group at ``U`` (candidate 0) with probability at least
-#: ``1 − FLOOR_BETA`` (:func:`floor_cap`).
-FLOOR_BETA = 1e-4
 #: The base ``U`` of a group whose core is ⊥ (too few agreeing rows: no majority atom or cluster):
 #: its step 5 runs around the public center 0 from ``U = 2⁻⁶⁰`` (§1.8; the floor lifts it to the
 #: rows' own scale) instead of releasing ⊥.
@@ -320,7 +322,8 @@ def _scaled_plan(eps_g: Fraction, dlt_g: Fraction, q: Fraction) -> MeanPlan:
     q_share = eps_g * SHARE_QUANTILE
     eps_sum = eps_g - base.eps_count - loc.eps_select - loc.eps_locate - q_share
     return dataclasses.replace(
-        loc, eps_count=base.eps_count, eps_quantile=q_share, eps_sum=eps_sum)
+        loc, eps_count=base.eps_count, eps_quantile=q_share, eps_sum=eps_sum,
+        eps_floor=Fraction(0))  # this plan's floor is SHARE_FLOOR of its eps_sum (§1.9)
 
 
 class _Draws:
@@ -516,31 +519,6 @@ def side_penalty(eps_quantile: Fraction) -> int:
     a multiple of the selection noise scale, so that the noisy maximum lands within a few
     edges of the best trade-off instead of anywhere on the plateau of empty edges."""
     return max(1, math.ceil(SIDE_PENALTY * 2 / eps_quantile))
-
-
-def floor_cap(eps_floor: Fraction) -> int:
-    """The public cap ``K = ⌈2·ln((FLOOR_OCTAVES + 1)/FLOOR_BETA)/ε_f⌉`` rows of the spread floor's
-    target (docs/proofs/aggregate_mean.md §1.9): on a constant group (every row within ``U``)
-    candidate 0 then leads every other by ``2K`` in the twice-utility, i.e. by
-    ``ln((F + 1)/β)`` noise scales ``4/ε_f``."""
-    return math.ceil(2.0 * math.log((FLOOR_OCTAVES + 1) / FLOOR_BETA) / float(eps_floor))
-
-
-def floor_utility(counts: np.ndarray, n_low: np.ndarray, cap: Any) -> np.ndarray:
-    """Twice the interval utility of the spread floor (docs/proofs/aggregate_mean.md §1.9):
-    ``counts[g, k] = C_k`` the rows of group g within ``U·2^k`` of ĉ (``k = 0 … F``, ``Z = C_0``
-    the rows within ``U``: the core's scale), target ``t2 = min(n_low + Z, 2·(n_low − K))`` (the
-    median of the rows beyond ``U``, capped ``K`` rows below the public ``n_low``), utility
-    ``u_k = −max(0, t2 − 2C_k, 2C_{k−1} − t2)`` with ``C_{−1} := 0``. Adding a row moves each
-    ``u_k`` by at most 2 (§1.9). ``n_low``, ``cap``: public, per group (or one int). Int64,
-    shape of ``counts``."""
-    c = np.asarray(counts, dtype=np.int64)
-    n_low = np.broadcast_to(np.asarray(n_low, dtype=np.int64), c.shape[:1])[:, None]
-    cap = np.broadcast_to(np.asarray(cap, dtype=np.int64), c.shape[:1])[:, None]
-    t2 = np.minimum(n_low + c[:, :1], 2 * (n_low - cap))
-    below = np.zeros_like(c)
-    below[:, 1:] = c[:, :-1]
-    return -np.maximum(np.maximum(t2 - 2 * c, 2 * below - t2), 0)
 
 
 def _octave_counts(dev: np.ndarray, inv_upper: np.ndarray, grp: np.ndarray,

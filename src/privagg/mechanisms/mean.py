@@ -107,6 +107,16 @@ _SHARE_LOCATE = Fraction(1, 5)
 _SHARE_LOCATE_DELTA = Fraction(1, 2)
 _SHARE_FRIENDLY_COUNT = Fraction(1, 4)
 _SHARE_QUANTILE = Fraction(1, 10)
+#: The spread floor before the final clipping radius (``radius=None``, not the small-sample
+#: plan; docs/proofs/mean.md §8c): its pure share of ε, taken from the final sum.
+_SHARE_FLOOR = Fraction(1, 20)
+#: The floor's candidates ``U·2^k``, ``k = 0 … FLOOR_OCTAVES`` (public).
+FLOOR_OCTAVES = 120
+#: The floor's cap ``K`` (:func:`floor_cap`) keeps a group of rows all within ``U`` at
+#: candidate 0 with probability at least ``1 − FLOOR_BETA``.
+FLOOR_BETA = 1e-4
+#: ``n_low = n̂ − t`` in the floor's target: ``t`` the count noise's ``1 − FLOOR_COUNT_BETA`` tail.
+FLOOR_COUNT_BETA = Fraction(1, 20)
 #: Small samples: when the released ``n̂·ε`` is below this (public) the shares after the count
 #: switch to the small-sample ones (radius selection and locate get more, the sums less).
 SMALL_SAMPLE = 750
@@ -339,6 +349,7 @@ class MeanPlan:
     rho_sum: Fraction | None
     eps_quantile: Fraction
     eps_scale: Fraction = Fraction(0)
+    eps_floor: Fraction = Fraction(0)
 
     @property
     def gaussian(self) -> bool:
@@ -353,7 +364,7 @@ class MeanPlan:
     def privacy_loss(self) -> PrivacyLoss:
         """The end-to-end (ε, δ) by basic composition of the steps."""
         eps = (self.eps_count + self.eps_select + self.eps_locate + self.eps_quantile
-               + self.eps_scale + self.eps_sum)
+               + self.eps_scale + self.eps_floor + self.eps_sum)
         dlt = self.delta_select + self.delta_locate + self.delta_sum
         return PrivacyLoss.approx(eps, dlt)
 
@@ -362,7 +373,8 @@ class MeanPlan:
         return {"calibration": self.calibration, "alpha": float(self.alpha),
                 "eps_count": float(self.eps_count), "eps_select": float(self.eps_select),
                 "eps_locate": float(self.eps_locate), "eps_quantile": float(self.eps_quantile),
-                "eps_sum": float(self.eps_sum), "eps_scale": float(self.eps_scale)}
+                "eps_sum": float(self.eps_sum), "eps_scale": float(self.eps_scale),
+                "eps_floor": float(self.eps_floor)}
 
 
 def mean_plan(
@@ -415,7 +427,7 @@ def _constants_key() -> tuple:
     benchmark that sets one gets a fresh value)."""
     return (_SHARE_COUNT, _SHARE_SELECT, _SHARE_LOCATE, _SHARE_LOCATE_DELTA, _SHARE_FRIENDLY_COUNT,
             _SHARE_QUANTILE, _SMALL_SHARE_SELECT, _SMALL_SHARE_LOCATE, _SMALL_SHARE_FRIENDLY_COUNT,
-            SHARE_SCALE, FRIENDLY_EPS_MAX, EPS_MIN, mean_small.constants_key())
+            SHARE_SCALE, FRIENDLY_EPS_MAX, EPS_MIN, _SHARE_FLOOR, mean_small.constants_key())
 
 
 @functools.lru_cache(maxsize=64)
@@ -483,7 +495,8 @@ def _plan(eps: Fraction, dlt: Fraction, calibration: str, alpha: Fraction, selec
     e_loc, d_loc = Fraction(e_loc), Fraction(d_loc)
     eps_quantile = eps * _SHARE_QUANTILE
     eps_scale = eps * SHARE_SCALE if scale else Fraction(0)
-    eps_sum = eps - eps_count - eps_select - e_loc - eps_quantile - eps_scale
+    eps_floor = eps * _SHARE_FLOOR if select_radius and not small else Fraction(0)
+    eps_sum = eps - eps_count - eps_select - e_loc - eps_quantile - eps_scale - eps_floor
     if gaussian:
         delta_sum = dlt - d_loc
         rho_sum = rho_for(eps_sum, delta_sum)
@@ -492,7 +505,7 @@ def _plan(eps: Fraction, dlt: Fraction, calibration: str, alpha: Fraction, selec
         delta_sum, rho_sum = Fraction(0), None
     return MeanPlan(calibration, alpha, small, eps_count, eps_select, Fraction(0), ef, df,
                     e_cc, d_cc, e_cm, d_cm, rho_cm, e_loc, d_loc, eps_sum, delta_sum, rho_sum,
-                    eps_quantile, eps_scale)
+                    eps_quantile, eps_scale, eps_floor)
 
 
 @dataclass(frozen=True)
@@ -789,7 +802,7 @@ def private_mean(
 
     Privacy
     -------
-    Add/remove neighbours. (ε', δ')-DP with ε' = ε_n + ε_sel + ε_locate + ε_q + ε_sum <= ε and
+    Add/remove neighbours. (ε', δ')-DP with ε' = ε_n + ε_sel + ε_locate + ε_q + ε_f + ε_sum <= ε and
     δ' = δ_sel + δ_locate + δ_sum <= δ, the larger of the two plans (:func:`mean_privacy_loss`:
     the small-sample plan is used when the released ``n̂·ε < SMALL_SAMPLE``, the coordinate plan
     and its switch as above; proof ``docs/proofs/mean.md``). Public:
@@ -1000,7 +1013,10 @@ def _private_mean(source: PointSource, epsilon: Any, delta: Any, radius: Any, al
         step_r = _grid_up(r + bound)
         center = _finite(center + _noisy_clipped_sum(data, center, step_r, part, plan, gen) / n_hat)
         bound = _next_bound(step_r, bound, part, plan, n_hat, d)
-    choice = _quantile_radius(data, center, _grid_up(r + bound), n_hat, plan.eps_quantile, gen,
+    upper = _grid_up(r + bound)
+    if plan.eps_floor > 0:  # the spread floor (§8c): U·2^k̂, k̂ = 0 unless the core was one atom
+        upper = math.ldexp(upper, spread_floor_pick(data, center, upper, n_hat, plan, gen))
+    choice = _quantile_radius(data, center, upper, n_hat, plan.eps_quantile, gen,
                               tail_target(plan, last, d, n_hat))
     big_r = choice.radius
     rel = _noisy_clipped_release(data, center, big_r, last, plan, gen)
@@ -1388,6 +1404,51 @@ def _distance_bins(x: np.ndarray, center: np.ndarray, edges: np.ndarray) -> np.n
         below = np.searchsorted(asc, u, side="left")  # #{edges < u}
         counts += np.bincount(edges.size - below, minlength=edges.size + 1)
     return counts
+
+
+def floor_cap(eps_floor: Fraction) -> int:
+    """The public cap ``K = ⌈2·ln((FLOOR_OCTAVES + 1)/FLOOR_BETA)/ε_f⌉`` rows of the spread floor's
+    target (docs/proofs/mean.md §8c): when every row is within ``U`` candidate 0 then leads every
+    other by ``2K`` in the twice-utility, i.e. by ``ln((F + 1)/β)`` noise scales ``4/ε_f``."""
+    return math.ceil(2.0 * math.log((FLOOR_OCTAVES + 1) / FLOOR_BETA) / float(eps_floor))
+
+
+def floor_utility(counts: np.ndarray, n_low: Any, cap: Any) -> np.ndarray:
+    """Twice the interval utility of the spread floor (docs/proofs/mean.md §8c), one row per
+    release: ``counts[g, k] = C_k`` the rows within ``U·2^k`` of ĉ (``k = 0 … F``, ``Z = C_0`` the
+    rows within ``U``: the core's scale), target ``t2 = min(n_low + Z, 2·(n_low − K))`` (the
+    median of the rows beyond ``U``, capped ``K`` rows below the public ``n_low``), utility
+    ``u_k = −max(0, t2 − 2C_k, 2C_{k−1} − t2)`` with ``C_{−1} := 0``. Adding a row moves each
+    ``u_k`` by at most 2 (§8c). ``n_low``, ``cap``: public, per row (or one int). Int64, shape of
+    ``counts``."""
+    c = np.asarray(counts, dtype=np.int64)
+    n_low = np.broadcast_to(np.asarray(n_low, dtype=np.int64), c.shape[:1])[:, None]
+    cap = np.broadcast_to(np.asarray(cap, dtype=np.int64), c.shape[:1])[:, None]
+    t2 = np.minimum(n_low + c[:, :1], 2 * (n_low - cap))
+    below = np.zeros_like(c)
+    below[:, 1:] = c[:, :-1]
+    return -np.maximum(np.maximum(t2 - 2 * c, 2 * below - t2), 0)
+
+
+def floor_edges(upper: float) -> np.ndarray:
+    """The floor's candidates as descending edges ``U·2^k``, ``k = F … 0`` (public)."""
+    return np.ldexp(upper, np.arange(FLOOR_OCTAVES, -1, -1))
+
+
+def spread_floor_pick(x: Any, center: np.ndarray, upper: float, n_hat: int, plan: MeanPlan,
+                      gen: np.random.Generator) -> int:
+    """The spread floor's released octave ``k̂`` (docs/proofs/mean.md §8c), ``plan.eps_floor``-DP:
+    report-noisy-max with ``DLap(4/ε_f)`` of :func:`floor_utility` over the counts of rows within
+    ``U·2^k`` of ĉ (``distance_bins`` of the engine: one bin per row), ``n_low = n̂ − t`` and
+    ``K`` public. On a column whose core is one atom of tied values (a 0/1 column with a 10 %
+    minority) ``U`` is the atom's scale and the clipping edges ``U … U·2^A`` never reach the other
+    values (the robust rule then clipped them all); the floor lifts ``U`` to their octave."""
+    bins = _source(x).distance_bins(center, floor_edges(upper))  # bin F + 1: within U
+    within = np.cumsum(bins[::-1])[: FLOOR_OCTAVES + 1]  # C_k = #{u <= U·2^k}
+    n_low = max(0, int(n_hat) - dlap_tail_shift(1 / plan.eps_count, FLOOR_COUNT_BETA))
+    util = floor_utility(within[None, :], n_low, floor_cap(plan.eps_floor))[0]
+    noisy = util + discrete_laplace(4 / plan.eps_floor, size=util.shape, rng=gen)
+    return int(np.argmax(noisy))
 
 
 def tail_target(plan: MeanPlan, last: Fraction, d: int, n_hat: int) -> float:
