@@ -504,9 +504,10 @@ SECTIONS: dict[str, Callable[[argparse.Namespace], None]] = {"mean": mean_sectio
 # ``CoinPress`` (prior ball B(0, 10⁵), as above); ``diffprivlib`` given the true bounds (ε-DP);
 # ``empirical`` (0 by definition here). Targets: ε = 1, privagg's worst-coordinate median error ≤
 # 1.5× the oracle's; ε = 100, within 2 SE in every coordinate; mixed units: each column's error/std
-# within 2× the 1-D error (setting ``normal1d``) at the same n, ε.
+# within 2× the 1-D error (setting ``normal1d``) at the same n, ε. ``binary10``: a 0/1 column
+# with p = 0.1 (tied data: the spread floor, docs/proofs/mean.md §8c).
 REAL_METHODS = ("privagg", "oracle", "CoinPress", "diffprivlib", "empirical")
-SYNTH = ("exponential", "lognormal", "pareto3", "mixture", "mixed_units", "normal1d")
+SYNTH = ("exponential", "lognormal", "pareto3", "mixture", "mixed_units", "normal1d", "binary10")
 
 
 def synth_sample(setting: str, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -518,6 +519,8 @@ def synth_sample(setting: str, n: int, rng: np.random.Generator) -> np.ndarray:
         return rng.pareto(3.0, size=(n, 2)) + 1.0  # Pareto α = 3, x_m = 1: finite variance
     if setting == "mixture":  # 0.8·N(0, I) + 0.2·N((6, 6), I)
         return rng.normal(size=(n, 2)) + 6.0 * (rng.random(n) < 0.2)[:, None]
+    if setting == "binary10":  # a 0/1 column with a 10 % minority (a rate): tied data, one atom
+        return (rng.random((n, 1)) < 0.1).astype(np.float64)
     if setting == "mixed_units":
         return rng.normal(size=(n, 2)) * np.array([1.0, 1000.0]) + np.array([10.0, 5000.0])
     return rng.normal(size=(n, 1))
