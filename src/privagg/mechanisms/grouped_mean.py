@@ -23,7 +23,8 @@ Per group ``g`` (``n_g`` rows), with the shares of :func:`~privagg.mechanisms.me
    ``r = 3·r_ĵ`` (docs/proofs/mean.md §4b), a G × L matrix for all groups.
 4. **Locate.** BasicFilter (α = 0) with the *exact* predicate ``|a − b| <= r`` (real numbers; its
    friend set is an interval of the sorted values: counts by a vectorized binary search with an
-   exact boundary test), noisy core size ``m̂``, ``m_low = m̂ − k`` (a core with ``m_low < 10`` is ⊥: step 5 then runs around 0); the core
+   exact boundary test), noisy core size ``m̂``, ``m_low = m̂ − k`` (a core with ``m_low < 10`` is ⊥: step 5 then runs around 0 when
+   ``n̂ − t_T >= 6K``, else the group is ⊥); the core
    average (relative to the least core value, summed exactly on a grid) released on the grid
    with discrete Laplace noise of sensitivity ``2r/m_low`` plus rounding.
 5. **Estimate.** A clipping range per side of ``ĉ``: for the rows above ``ĉ`` and, separately,
@@ -537,6 +538,11 @@ def _octave_counts(dev: np.ndarray, inv_upper: np.ndarray, grp: np.ndarray,
     return np.cumsum(hist[:, :-1], axis=1)
 
 
+def floor_caps(eps_floors: tuple, which: np.ndarray) -> np.ndarray:
+    """The cap ``K`` of each group's plan (:func:`~privagg.mechanisms.mean.floor_cap`; public)."""
+    return np.array([floor_cap(e) for e in eps_floors], dtype=np.int64)[which]
+
+
 def spread_floor(dev: np.ndarray, grp: np.ndarray, upper: np.ndarray, n_low: np.ndarray,
                  eps_floors: tuple, which: np.ndarray, draws: _Draws) -> np.ndarray:
     """The spread floor's released octave ``k̂`` per group (docs/proofs/aggregate_mean.md §1.9):
@@ -544,7 +550,7 @@ def spread_floor(dev: np.ndarray, grp: np.ndarray, upper: np.ndarray, n_low: np.
     :func:`floor_utility` over the counts of :func:`_octave_counts`; ``U' = U·2^k̂``.
     ``dev = x − ĉ[grp]`` (not modified), ``upper`` the public ``U`` and ``n_low`` per group."""
     n_groups = upper.size
-    caps = np.array([floor_cap(e) for e in eps_floors], dtype=np.int64)[which]
+    caps = floor_caps(eps_floors, which)
     counts = _octave_counts(dev, np.take(1.0 / upper, grp), grp, n_groups)
     noisy = floor_utility(counts, n_low, caps) + draws.dlap_by(
         "floor", tuple(4 / e for e in eps_floors), which, FLOOR_OCTAVES + 1)
@@ -893,9 +899,11 @@ def friendly_means(gv: GroupedValues, *, epsilon: Any, delta: Any,
     Returns
     -------
     MetricResult
-        ``value``: the mean per group (NaN where ⊥); ``ok``/``reason``: ⊥ only when the small-group
-        plan's combined count is below its floor (a group whose noisy core is too small
-        releases around the center 0 instead, ``extra["core_fallback"]``). ``low``/``high``: a
+        ``value``: the mean per group (NaN where ⊥); ``ok``/``reason``: ⊥ when the small-group
+        plan's combined count is below its floor, or the noisy core is too small and the group
+        below the fallback's ``n̂ − t_T >= FALLBACK_CAPS·K`` (or its floor found no scale);
+        a group with a too small core above it releases around the center 0
+        (``extra["core_fallback"]``). ``low``/``high``: a
         noise-only interval holding with probability >= 0.95 per group: it covers the group's
         *clipped* mean ``θ_g = ĉ_g + (1/n_g)·Σ clip(x − ĉ_g, −R_lo, R_hi)`` (the final sum's noise, the
         count noise, the rounding), **not** the clipping bias ``θ_g − x̄_g`` (``extra["clip_low"]``,
@@ -1041,7 +1049,7 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws,
     # a group whose core is ⊥ runs step 5 around the public center 0 from U = 2⁻⁶⁰ (§1.8)
     # (only with n̂ − t_T >= FALLBACK_CAPS·K: enough rows for the floor to find a scale)
     eps_floors = tuple(p.eps_sum * SHARE_FLOOR for p in plans)
-    caps = np.array([floor_cap(e) for e in eps_floors], dtype=np.int64)[which]
+    caps = floor_caps(eps_floors, which)
     n_low = np.maximum(n_hat - fp.target_tail, 0)
     core_bot = enough & ~ok
     fallback = core_bot & (n_low >= FALLBACK_CAPS * caps)
