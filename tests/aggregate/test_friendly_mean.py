@@ -33,7 +33,7 @@ def test_plan_known_answers(l0, linf, replace, n_steps, k_max):
         assert lhs * mpmath.exp(x) <= mpmath.mpf(DLT.numerator) / DLT.denominator
     p = fp.group
     base = mean_plan(fp.epsilon_group, fp.delta_group, calibration="laplace", select_radius=True,
-                     small=True)
+                     small=True, count_share=gm.SHARE_COUNT)  # the grouped mean's ε_g/40
     assert p.eps_quantile == fp.epsilon_group / 5
     assert p.eps_sum == base.eps_sum - (fp.epsilon_group / 5 - base.eps_quantile)
     assert (p.eps_count, p.eps_select, p.eps_locate) == (base.eps_count, base.eps_select,

@@ -139,7 +139,7 @@ def test_seeded_release_is_the_local_code(spark, numeric_file: Path, monkeypatch
         src = Recorded(x)
         src._sample = drawn[0]
         _, gen, secure = se.task_randomness(seed, "private_mean")
-        return M._private_mean(src, 1.0, 1e-6, None, 0.0, (gen, secure), "gaussian", None, 1000)
+        return M._private_mean(src, 1.0, 1e-6, None, 0.0, (gen, secure), "auto", None, 1000)  # the default calibration
 
     want = local(123)
     for name in ("ok", "n_hat", "radius", "clip_radius", "outside", "clip_rule", "epsilon", "delta"):
@@ -341,7 +341,7 @@ def test_seeded_coordinate_release_is_the_local_code(spark) -> None:
 
     def local(seed: int) -> M.MeanRelease:
         _, gen, secure = se.task_randomness(seed, "private_mean")
-        return M._private_mean(M.ArrayPoints(x), 1.0, 1e-6, None, 0.0, (gen, secure), "gaussian", None, 1000)
+        return M._private_mean(M.ArrayPoints(x), 1.0, 1e-6, None, 0.0, (gen, secure), "auto", None, 1000)  # the default calibration
 
     want = local(123)
     assert got.ok and got.clip_rule == want.clip_rule == "coordinate"

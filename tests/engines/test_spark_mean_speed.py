@@ -34,14 +34,16 @@ def _data() -> np.ndarray:
 def test_seeded_release_unchanged(spark) -> None:
     """Same data, partitions and seed → bit for bit the releases printed by the code before the
     speed work (2dd438f; the mean re-pinned at the spread floor, docs/proofs/mean.md §8c, a new
-    ε/20 step; n̂, radius and clip radius unchanged): the FriendlyCore plan with the scale step (copies and ±0.0 rows), so every
+    ε/20 step; n̂, radius and clip radius unchanged; again at the default calibration "auto",
+    Laplace here, and the count's share ε/20, mean.md §13: n̂ 6004 → 6002, clip radius 2.59 →
+    2.83, radius unchanged): the FriendlyCore plan with the scale step (copies and ±0.0 rows), so every
     pass (scale counts, subsample, clipped sums, distance histogram). The coordinate plan draws no
     task randomness: its seeded release is the local one (test_spark_mean.py)."""
     x = _data()
     df = _frame(spark, x, 5)
     cases = [
-        (dict(rng=123, m_locate=1000), 6004, 2.8284271247461903, 2.5936791093020193,
-         ["0x1.3fa426ac422cbp+3", "-0x1.934db54c3cbb7p+1"], [1.0, 64.0]),
+        (dict(rng=123, m_locate=1000), 6002, 2.8284271247461903, 2.82842712474619,
+         ["0x1.3f7b48cc0ca01p+3", "-0x1.893d919d8ee3ap+1"], [1.0, 64.0]),
     ]
     for kw, n_hat, radius, clip, mean, scales in cases:
         got = M.private_mean(df, epsilon=1.0, delta=1e-6, **kw)

@@ -33,14 +33,18 @@ EPS, DELTA = 1.0, 1e-6
 
 
 def clipped_release(monkeypatch, module) -> None:
-    """Negative control: the former path, the located integers clipped to 2⁵⁰ grid steps."""
-    real = module.grid_gaussian_integers
+    """Negative control: the former path, the located integers clipped to 2⁵⁰ grid steps (both
+    calibrations' release functions, where the module has them)."""
+    for name in ("grid_gaussian_integers", "grid_laplace_integers"):
+        real = getattr(module, name, None)
+        if real is None:
+            continue
 
-    def old(k, **kw):
-        kw["bound"] = None
-        return real(np.clip(np.asarray(k), -2**62, 2**62).astype(np.int64), **kw)
+        def old(k, _real=real, **kw):
+            kw["bound"] = None
+            return _real(np.clip(np.asarray(k), -2**62, 2**62).astype(np.int64), **kw)
 
-    monkeypatch.setattr(module, "grid_gaussian_integers", old)
+        monkeypatch.setattr(module, name, old)
 
 
 def far_data(offset: float) -> tuple[np.ndarray, np.ndarray]:
@@ -84,11 +88,12 @@ def test_private_mean_far_from_origin_selected_radius(monkeypatch):
     assert err <= noise_bound(rel, mu, len(x)), (err, f"seed={SEED}")
 
 
-def test_private_mean_negative_control_clipped_center(monkeypatch):
+@pytest.mark.parametrize("calibration", ["auto", "gaussian"])  # auto: Laplace at d = 3
+def test_private_mean_negative_control_clipped_center(monkeypatch, calibration):
     print(f"seed={SEED}")
     clipped_release(monkeypatch, M)
     x, mu = far_data(1e12)
-    rel = M.private_mean(x, epsilon=EPS, delta=DELTA, radius=6.0, rng=SEED)
+    rel = M.private_mean(x, epsilon=EPS, delta=DELTA, radius=6.0, rng=SEED, calibration=calibration)
     assert rel.ok and np.linalg.norm(rel.mean - mu) > 1e6, f"seed={SEED}"
 
 

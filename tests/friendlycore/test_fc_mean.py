@@ -166,7 +166,7 @@ def test_release_fields_and_secure_default():
     assert rel.secure and rel.ok and rel.mean.shape == (2,) and rel.mean.dtype == np.float64
     again = private_mean(x, epsilon=1.0, delta=1e-6, radius=6.0)
     assert again.secure and again.ok and not np.array_equal(rel.mean, again.mean)
-    assert rel.radius == 6.0 and rel.calibration == "gaussian"
+    assert rel.radius == 6.0 and rel.calibration == "laplace"  # the default "auto" at d = 2 (§13)
     with pytest.raises(AttributeError):
         rel.ok = False  # frozen
     assert not private_mean(x, epsilon=1.0, delta=1e-6, radius=6.0, rng=1).secure

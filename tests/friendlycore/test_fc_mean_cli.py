@@ -91,7 +91,7 @@ def test_cli_json(group, data_file: Path):
     assert out["ok"] and out["radius"] == 6.0 and out["epsilon"] <= 1.0 and out["delta"] <= 1e-6
     assert np.abs(np.array(out["mean"]) - (50.0, -20.0)).max() < 1.0  # see the docstring
     assert out["secure"] is True
-    assert out["calibration"] == "gaussian" and out["columns"] == ["a", "b"]
+    assert out["calibration"] == "laplace" and out["columns"] == ["a", "b"]  # "auto" at d = 2
 
 
 def test_cli_private_radius_and_table(group, data_file: Path):

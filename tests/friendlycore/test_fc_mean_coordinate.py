@@ -55,18 +55,19 @@ def test_octave_cells_partition_the_floats():
 
 def test_budget_known_answers_and_charge():
     """The public budget at (ε, δ, d) = (1, 10⁻⁶, 3) (docs/proofs/mean.md §11): count and outside
-    count ε/40 each, the selections 1/2 of ε (3/5 when n̂·ε/d < COORD_LOW = 50) as one zCDP group
-    converted at δ/2, each column's sum (1 − 1/20 − 1/2)/3 = 3/20 (7/60); every exponential
-    mechanism's ε²/8 within its quarter of ρ/d; a switch leaves (1 − 1/40 − ε_sel, δ/2)."""
+    count ε/20 (§13; ε/40 before) and outside count ε/40, the selections 1/2 of ε (3/5 when
+    n̂·ε/d < COORD_LOW = 50) as one zCDP group converted at δ/2, each column's sum
+    (1 − 3/40 − 1/2)/3 = 17/120 (13/120); every exponential mechanism's ε²/8 within its quarter
+    of ρ/d; a switch leaves (1 − 1/20 − ε_sel, δ/2)."""
     from privagg.accounting import zcdp_to_epsilon
     from privagg.mechanisms.mean import rho_for
 
     one, dlt = Fraction(1), Fraction(1, 10**6)
     assert S.low_sample(149, one, 3) and not S.low_sample(150, one, 3)
-    for low, sel, eps_sum, rest in ((False, Fraction(1, 2), Fraction(3, 20), Fraction(19, 40)),
-                                    (True, Fraction(3, 5), Fraction(7, 60), Fraction(3, 8))):
+    for low, sel, eps_sum, rest in ((False, Fraction(1, 2), Fraction(17, 120), Fraction(9, 20)),
+                                    (True, Fraction(3, 5), Fraction(13, 120), Fraction(7, 20))):
         b = S.coordinate_budget(one, dlt, 3, low)
-        assert (b.eps_n, b.eps_out, b.eps_sel, b.delta_sel) == (Fraction(1, 40), Fraction(1, 40), sel, dlt / 2)
+        assert (b.eps_n, b.eps_out, b.eps_sel, b.delta_sel) == (Fraction(1, 20), Fraction(1, 40), sel, dlt / 2)
         assert b.eps_sum == eps_sum and b.eps_n + b.eps_out + b.eps_sel + 3 * b.eps_sum == 1
         assert b.rho == rho_for(sel, dlt / 2) and zcdp_to_epsilon(b.rho, dlt / 2) <= sel
         per = b.rho / 3 / 5  # COORD_SHARES: a fifth each of ρ/d (cell, s1, levels, s2, clip multiple)

@@ -73,7 +73,7 @@ def test_plan_shares_and_totals(calibration, select, small, eps, delta):
     e = min(Fraction(eps), Fraction(repr(eps)))
     d = min(Fraction(delta), Fraction(repr(delta)))
     assert p.small == small
-    assert p.eps_count == e / 40  # the same in both plans: n̂ is released before the choice
+    assert p.eps_count == e / 20  # the same in both plans: n̂ is released before the choice (ε/40 before §13)
     assert p.eps_select == ((e / 5 if small else e / 10) if select else 0)
     assert p.eps_quantile == e / 10
     # the spread floor (docs/proofs/mean.md §8c): ε/20 with a private radius, not in small plans
@@ -110,7 +110,7 @@ def test_plan_is_the_same_for_synonyms_and_reported_by_release():
     z = mean_plan(1.0, 1e-6, calibration="zcdp")
     assert (g.rho_sum, g.eps_sum, g.eps_locate) == (z.rho_sum, z.eps_sum, z.eps_locate)
     x = np.random.default_rng(SEED).normal(size=(50, 2))
-    rel = M.private_mean(x, epsilon=1.0, delta=1e-6, radius=3.0, rng=SEED)
+    rel = M.private_mean(x, epsilon=1.0, delta=1e-6, radius=3.0, rng=SEED, calibration="zcdp")
     small = mean_plan(1.0, 1e-6, calibration="gaussian", small=True)
     total = M.mean_privacy_loss(1.0, 1e-6, calibration="zcdp")
     assert total.epsilon == max(g.privacy_loss.epsilon, small.privacy_loss.epsilon) <= 1

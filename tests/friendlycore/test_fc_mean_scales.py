@@ -75,11 +75,16 @@ def expected_sq_error(x, rel):
     """Per column, E[(mean − x̄)²] over the final sum's noise, given the run (exact: bias² plus
     the stated noise variance), in the data's units."""
     kind, param, step, *_ = rel.noise
-    assert kind == "gaussian"
+    assert kind == rel.calibration in ("gaussian", "laplace")  # "auto" runs Laplace at d = 2
     sc = np.ones(x.shape[1]) if rel.scales is None else rel.scales
     y, c = x / sc, rel.center / sc
     bias = c + M._clipped_sum(y, c, rel.clip_radius) / rel.n_hat - y.mean(0)
-    var = param * (step / rel.n_hat) ** 2
+    if kind == "gaussian":
+        var_grid = param  # the discrete Gaussian's variance is below σ² = param
+    else:  # DLap(t): variance 2q/(1 − q)², q = e^{−1/t}
+        q = math.exp(-1.0 / param)
+        var_grid = 2.0 * q / (1.0 - q) ** 2
+    var = var_grid * (step / rel.n_hat) ** 2
     return (bias**2 + var) * sc**2
 
 

@@ -238,65 +238,67 @@ def release_datasets():
 #: cells above the median changed: same noise, another pick); the other five are still 83876dc's.
 #: offset_d4_laplace/2 again after the scale step's untied median and public prior (mean.md §2b).
 #: All eight releases again at the spread floor (mean.md §8c: a new ε/20 step before the clipping
-#: radius, from the final sum); the radius queries' digests are unchanged.
+#: radius, from the final sum); the radius queries' digests are unchanged. All eight again at the
+#: default calibration "auto" and the count's share ε/20 (mean.md §13: lattice_d3 now runs Laplace
+#: noise; every radius unchanged, the clip radius of lattice_d3 one grid step apart).
 EXPECTED = json.loads('''{
 "gauss_d10/1": [
 true,
-4001,
+4000,
 "0x1.306fe0a31b715p+4",
 "0x1.d5818dcfba488p+3",
 [
-"0x1.fdaf1bac4f15ap-1",
-"0x1.06648f0d5f667p+0",
-"0x1.07f5ce2c26227p+0",
-"0x1.0380e81e3350cp+0",
-"0x1.e009687c6288fp-1",
-"0x1.de3a93bd33610p-1",
-"0x1.078ee734c96bfp+0",
-"0x1.dbc9de2f385ebp-1",
-"0x1.e7ec0eaf302e1p-1",
-"0x1.f8dcf25f1489ep-1"
+"0x1.fda854fdf3b65p-1",
+"0x1.066592f1a9fbep+0",
+"0x1.07f79a1cac082p+0",
+"0x1.0382578d4fdf4p+0",
+"0x1.e00e395810625p-1",
+"0x1.c4d0cac083126p-1",
+"0x1.078d6b851eb85p+0",
+"0x1.dfe4a2d0e5603p-1",
+"0x1.e7eef0a3d70a5p-1",
+"0x1.0098fdf3b645ap+0"
 ]
 ],
 "gauss_d10/2": [
 true,
-3974,
+3987,
 "0x1.306fe0a31b715p+4",
 "0x1.d5818dcfba488p+3",
 [
-"0x1.0e595a8220359p+0",
-"0x1.03b930cc14194p+0",
-"0x1.090935e2e1fb2p+0",
-"0x1.07a270799f5f3p+0",
-"0x1.d40945d473f42p-1",
-"0x1.f164fa863fa57p-1",
-"0x1.0dc3e8cf2bad0p+0",
-"0x1.041e9e91122a8p+0",
-"0x1.e1ee2dbcbf31ep-1",
-"0x1.09bfd77b0a2d9p+0"
+"0x1.0509c6d695dcfp+0",
+"0x1.0dc623cbdcd04p+0",
+"0x1.03e341bfeb741p+0",
+"0x1.119ef8cae640ap+0",
+"0x1.cd06d139569e1p-1",
+"0x1.e5a137dc8e8b2p-1",
+"0x1.063707c4ed928p+0",
+"0x1.f74759067c2dfp-1",
+"0x1.fdb9db771b6aap-1",
+"0x1.ea3329bc52f54p-1"
 ]
 ],
 "gauss_d10/queries": "c1a5f96e9a840996",
 "lattice_d3/1": [
 true,
-6001,
+6000,
 "0x1.6a09e667f3bcdp+1",
-"0x1.d5818dcfba486p+0",
+"0x1.fffffffffffffp+0",
 [
-"0x1.41557da49f8bfp+4",
-"0x1.403737f40e29bp+4",
-"0x1.3de6c0a7e873bp+4"
+"0x1.41e4f43958107p+4",
+"0x1.3e74c90b9af72p+4",
+"0x1.402cd33333333p+4"
 ]
 ],
 "lattice_d3/2": [
 true,
-5974,
+5987,
 "0x1.306fe0a31b715p+1",
-"0x1.d5818dcfba488p+0",
+"0x1.0000000000001p+1",
 [
-"0x1.40c2e45c37e12p+4",
-"0x1.3ec1f07cc93c1p+4",
-"0x1.3ea9091032bcbp+4"
+"0x1.41c26534b8e42p+4",
+"0x1.3dee39794ee41p+4",
+"0x1.3ef733f27cf15p+4"
 ]
 ],
 "lattice_d3/queries": "e9bd1f4cd1ab5cbd",
@@ -306,51 +308,51 @@ true,
 "0x1.0000000000000p+2",
 "0x1.d5818dcfba487p+1",
 [
-"0x1.e848003207a8ap+19",
-"0x1.e847ffba8f1aap+19",
-"0x1.e847ffde1774cp+19",
-"0x1.e848005cdf901p+19"
+"0x1.e84800320abb1p+19",
+"0x1.e847ffba8ec34p+19",
+"0x1.e847ffde1c938p+19",
+"0x1.e8480067c1868p+19"
 ]
 ],
 "offset_d4_laplace/2": [
 true,
-5987,
+5994,
 "0x1.0000000000000p+2",
 "0x1.d5818dcfba487p+1",
 [
-"0x1.e84800270cf96p+19",
-"0x1.e847ffc347490p+19",
-"0x1.e847ffde58b0bp+19",
-"0x1.e848005a08d05p+19"
+"0x1.e848002affcdcp+19",
+"0x1.e847ffc918329p+19",
+"0x1.e847ffda9e4a5p+19",
+"0x1.e848005c863fcp+19"
 ]
 ],
 "offset_d4_laplace/queries": "e4780bdd4f63691f",
 "far_rows_d6/1": [
 true,
-3001,
+3000,
 "0x1.306fe0a31b715p+2",
 "0x1.d5818dcfba488p+1",
 [
-"0x1.772a774199774p-7",
-"-0x1.fbdf079796388p-7",
-"0x1.fbd6fd5b05340p-9",
-"0x1.fc4b5debb28a0p-9",
-"-0x1.99788ffea2978p-7",
-"0x1.d748a52678f65p-6"
+"0x1.778c131d5acb4p-7",
+"-0x1.fc45f92c5f920p-7",
+"0x1.f8ca94d242e60p-9",
+"0x1.025ba5e353f68p-8",
+"-0x1.98b4b17e4b188p-7",
+"0x1.d780f5c28f5c4p-6"
 ]
 ],
 "far_rows_d6/2": [
 true,
-2974,
+2987,
 "0x1.306fe0a31b715p+2",
 "0x1.d5818dcfba488p+1",
 [
-"0x1.66bf6e0269052p-6",
-"0x1.b905f342a01acp-7",
-"0x1.3db2d04fe1b28p-6",
-"0x1.19747eb5748d8p-5",
-"-0x1.1fb4b25b3e7edp-5",
-"0x1.9ba9255bc2b68p-7"
+"0x1.7e438fe5f21d5p-6",
+"-0x1.3fec1dd343194p-8",
+"0x1.eabcd1765bb94p-8",
+"0x1.fed661306c530p-8",
+"-0x1.faf740b502248p-6",
+"0x1.9f77762fd2bf8p-7"
 ]
 ],
 "far_rows_d6/queries": "75e88fc61c88be47"

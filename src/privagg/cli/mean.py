@@ -40,8 +40,9 @@ CI_BETA = 0.05
 @click.option("--epsilon", required=True, metavar="E", help="Privacy parameter ε > 0.")
 @click.option("--delta", required=True, metavar="D", help="δ in (0, 1).")
 @click.option("--radius", default=None, metavar="R", help="Friendship radius r (ℓ2); absent → chosen privately.")
-@click.option("--calibration", default="gaussian", show_default=True, metavar="gaussian|laplace|zcdp",
-              help="Noise calibration.")
+@click.option("--calibration", default="auto", show_default=True, metavar="auto|gaussian|laplace|zcdp",
+              help="Noise calibration; auto: Laplace where its final-sum noise is clearly smaller "
+                   "(small d, large epsilon), else Gaussian. The output says which ran.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (for machines).")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), metavar="OUT.png",
               help="2-D only: plot the released mean and clipping ball (never the points).")

@@ -101,6 +101,10 @@ RADIUS_EXPONENTS = np.arange(-240, 241)
 #: ``m_locate = max(M_LOCATE_MIN, LOCATE_FACTOR·need)``, ``need = M_MIN + k`` (public).
 M_LOCATE_MIN = 1000
 LOCATE_FACTOR = 4
+#: The count's share of ε_g (public): ε_g/40, as before ``private_mean``'s went to ε/20
+#: (docs/proofs/mean.md §13: there measured on 0/1 columns; not re-measured per group, where the
+#: count can also be the query's released ``count()``, §8.1).
+SHARE_COUNT = Fraction(1, 40)
 #: Clipped-sum and core terms are rounded to ``2^(E − TERM_BITS)`` for a radius below ``2^E``:
 #: ``|term| <= 2^30``, so the int64 sum of a group is exact for fewer than ``2^33`` rows.
 TERM_BITS = 30
@@ -286,7 +290,7 @@ def friendly_means_plan(epsilon: Any, delta: Any, contribution: Contribution = C
     eps_g = eps / n_steps
     dlt_g = dlt / (n_steps * _exp_up((k_max - 1) * eps_g))
     mean_plan(eps_g, dlt_g, calibration="laplace", select_radius=True, small=True,
-              where=where)  # validates the per-group (ε_g, δ_g) floors
+              where=where, count_share=SHARE_COUNT)  # validates the per-group (ε_g, δ_g) floors
     plans = tuple(_scaled_plan(eps_g, dlt_g, q) for q in LOCATE_SCALES)
     e_max = max(Fraction(p.privacy_loss.epsilon) for p in plans)
     d_max = max(Fraction(p.privacy_loss.delta) for p in plans)
@@ -315,11 +319,12 @@ def _scaled_plan(eps_g: Fraction, dlt_g: Fraction, q: Fraction) -> MeanPlan:
     ``q·ε_g/5``; locate target ``(q·ε_g/3, δ_1)`` through the conversion theorem, ``δ_1 <= δ_g``
     the locate δ of the q = 1 plan), range selection
     ``ε_g·SHARE_QUANTILE``, final sum ``ε_g`` minus the others (so ``ε <= ε_g``, ``δ <= δ_g``)."""
-    base = mean_plan(eps_g, dlt_g, calibration="laplace", select_radius=True, small=True)
+    base = mean_plan(eps_g, dlt_g, calibration="laplace", select_radius=True, small=True,
+                     count_share=SHARE_COUNT)
     # the locate δ target of q < 1 is the δ the q = 1 plan spends (<= δ_g), so no plan spends
     # more δ than the q = 1 plan (the reported δ is the same as with one plan)
     loc = base if q == 1 else mean_plan(eps_g * q, base.delta_locate, calibration="laplace",
-                                        select_radius=True, small=True)
+                                        select_radius=True, small=True, count_share=SHARE_COUNT)
     q_share = eps_g * SHARE_QUANTILE
     eps_sum = eps_g - base.eps_count - loc.eps_select - loc.eps_locate - q_share
     return dataclasses.replace(

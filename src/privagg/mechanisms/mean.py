@@ -91,9 +91,17 @@ from . import mean_small
 from .mean_small import coordinate_mean
 
 __all__ = ["CALIBRATIONS", "MeanPlan", "MeanRelease", "estimate_schedule", "mean_plan", "mean_privacy_loss",
+           "resolve_calibration",
            "private_mean", "rho_for"]
 
-CALIBRATIONS = ("gaussian", "laplace", "zcdp")
+#: The calibrations of :func:`private_mean`: ``"auto"`` (the default) is resolved to one of the
+#: others from public values only (:func:`resolve_calibration`); a plan has a concrete one.
+CALIBRATIONS = ("auto", "gaussian", "laplace", "zcdp")
+PLAN_CALIBRATIONS = ("gaussian", "laplace", "zcdp")
+#: ``"auto"`` picks Laplace only where its final-sum noise sd is at most this fraction of the
+#: Gaussian one (a clear win: near the crossover the other steps decide, and there the measured
+#: errors of both were within run-to-run noise, d = 10 at ε = 0.5 … 2, docs/utility/mean.md).
+AUTO_MARGIN = Fraction(3, 4)
 #: Public floor on the noisy lower bound of the core size; below it the release is ⊥.
 M_MIN = 10
 #: Default size of the locate subsample (friend counting is O(m²d)).
@@ -101,7 +109,7 @@ M_LOCATE = 8000
 #: Failure probability of the public bound on the locate noise norm that sets R.
 BETA_LOCATE = 1e-3
 # Budget shares (public constants, tuned with benchmarks/mean_tuning.py).
-_SHARE_COUNT = Fraction(1, 40)
+_SHARE_COUNT = Fraction(1, 20)
 _SHARE_SELECT = Fraction(1, 10)
 _SHARE_LOCATE = Fraction(1, 5)
 _SHARE_LOCATE_DELTA = Fraction(1, 2)
@@ -387,10 +395,11 @@ def mean_plan(
     small: bool = False,
     scale: bool = False,
     where: str = "private_mean",
+    count_share: Any = None,
 ) -> MeanPlan:
     """Split (ε, δ) between the steps of :func:`private_mean` and calibrate each (public only).
 
-    Shares: ε_n = ε/40; ε_sel = ε/10 when the radius is chosen privately (δ_sel = 0); the locate
+    Shares: ε_n = ε/20; ε_sel = ε/10 when the radius is chosen privately (δ_sel = 0); the locate
     step gets the end-to-end (ε/5, δ/2) (δ for ``"laplace"``), turned into a friendly budget by
     :func:`privagg.friendly_budget` and split 1/4 : 3/4 between count and mean (δ half each for
     Gaussian; the locate ε is capped at :data:`FRIENDLY_EPS_MAX`, :func:`capped_friendly_budget`,
@@ -401,13 +410,53 @@ def mean_plan(
     small-sample shares (ε_sel = ε/5, locate ε/3, friendly count 1/2 of the friendly ε), which
     :func:`private_mean` uses when the released ``n̂·ε < SMALL_SAMPLE``. ``scale=True`` (only
     with ``select_radius``): the per-column scale step gets ε·:data:`SHARE_SCALE`, from the sums.
+    ``count_share``: the count's share of ε instead of ε/20 (a public Fraction in (0, 1/4]; the
+    grouped mean keeps its ε_g/40, :data:`privagg.mechanisms.grouped_mean.SHARE_COUNT`).
     """
     eps = check_epsilon_floor(where, epsilon)
     dlt = check_delta_floor(where, delta)
-    check_choice(where, "calibration", calibration, CALIBRATIONS)
+    check_choice(where, "calibration", calibration, PLAN_CALIBRATIONS)
     alpha_fraction(alpha, where)
+    share = _SHARE_COUNT if count_share is None else Fraction(count_share)
+    if not 0 < share <= Fraction(1, 4):  # pragma: no cover - a module constant, never user input
+        raise fail(where, "count_share", "a fraction in (0, 1/4]", count_share)
     return _plan(eps, dlt, calibration, Fraction(alpha), bool(select_radius), bool(small),
-                 bool(scale) and bool(select_radius), _constants_key())
+                 bool(scale) and bool(select_radius), share, _constants_key())
+
+
+def resolve_calibration(calibration: str, epsilon: Any, delta: Any, d: int, *, select_radius: bool = True,
+                        alpha: Any = 0.0, where: str = "private_mean") -> str:
+    """The concrete calibration of :func:`private_mean` (public: the arguments only, no data).
+
+    ``"auto"`` (the default) is ``"laplace"`` when the final clipped sum's per-coordinate noise sd
+    over its clipping radius is at most :data:`AUTO_MARGIN` times that of Gaussian noise, each
+    from its own plan (:func:`mean_plan` at (ε, δ), the radius selected or not, neither the
+    small-sample nor the scale shares): ``√(2d)/ε_sum^L <= μ/√(2ρ_sum^G)``, i.e.
+    ``4d·ρ_sum^G <= μ²·(ε_sum^L)²`` (exact rationals; docs/proofs/mean.md §13). The ℓ1
+    sensitivity of a sum clipped to an ℓ2 ball grows like √d, the ℓ2 one does not, and a pure-ε
+    part costs ε where a Gaussian one needs ρ ≈ ε²/(4 ln(1/δ)): Laplace wins at small d and at
+    large ε (at δ = 1e-6, radius selected: d <= 4 at ε = 0.1, 5 at ε = 1, 7 at ε = 10, 18 at
+    ε = 100). Any other value is returned
+    unchanged (``"zcdp"`` is ``"gaussian"``'s synonym)."""
+    check_choice(where, "calibration", calibration, CALIBRATIONS)
+    if calibration != "auto":
+        return calibration
+    return _resolve_auto(_frac(check_epsilon_floor(where, epsilon)), _frac(check_delta_floor(where, delta)),
+                         int(d), bool(select_radius), _alpha_checked(alpha, where), where,
+                         _constants_key())
+
+
+def _alpha_checked(alpha: Any, where: str) -> Fraction:
+    alpha_fraction(alpha, where)  # validates
+    return Fraction(alpha)  # what mean_plan uses
+
+
+@functools.lru_cache(maxsize=256)
+def _resolve_auto(eps: Fraction, dlt: Fraction, d: int, select_radius: bool, alpha: Fraction, where: str,
+                  _key: tuple) -> str:
+    gauss = mean_plan(eps, dlt, calibration="gaussian", alpha=alpha, select_radius=select_radius, where=where)
+    lap = mean_plan(eps, dlt, calibration="laplace", alpha=alpha, select_radius=select_radius, where=where)
+    return "laplace" if 4 * d * gauss.rho_sum <= AUTO_MARGIN**2 * lap.eps_sum**2 else "gaussian"
 
 
 def mean_privacy_loss(epsilon: Any, delta: Any, *, calibration: str = "gaussian", alpha: Any = 0.0,
@@ -416,7 +465,7 @@ def mean_privacy_loss(epsilon: Any, delta: Any, *, calibration: str = "gaussian"
     chosen from the released ``n̂``; adaptive composition bounds each branch by its plan)."""
     # validated first (in the order mean_plan checks them), then the cached public computation
     eps, dlt = check_epsilon_floor(where, epsilon), check_delta_floor(where, delta)
-    check_choice(where, "calibration", calibration, CALIBRATIONS)
+    check_choice(where, "calibration", calibration, PLAN_CALIBRATIONS)
     alpha_fraction(alpha, where)
     return _mean_privacy_loss(eps, dlt, calibration, Fraction(alpha), bool(select_radius), where,
                               _constants_key())
@@ -472,11 +521,11 @@ def coordinate_plan_possible(epsilon: Any, delta: Any) -> bool:
 
 @functools.lru_cache(maxsize=64)
 def _plan(eps: Fraction, dlt: Fraction, calibration: str, alpha: Fraction, select_radius: bool,
-          small: bool, scale: bool, _key: tuple) -> MeanPlan:
+          small: bool, scale: bool, count_share: Fraction, _key: tuple) -> MeanPlan:
     """:func:`mean_plan` of validated, exact parameters (cached; ``_key`` is :func:`_constants_key`,
     so a test or benchmark that sets a share never meets a plan computed before)."""
     gaussian = calibration != "laplace"
-    eps_count = eps * _SHARE_COUNT
+    eps_count = eps * count_share
     share_select = _SMALL_SHARE_SELECT if small else _SHARE_SELECT
     eps_select = eps * share_select if select_radius else Fraction(0)
     locate_target = eps * (_SMALL_SHARE_LOCATE if small else _SHARE_LOCATE)
@@ -720,7 +769,7 @@ def private_mean(
     radius: Any = None,
     alpha: Any = 0.0,
     rng: Any = None,
-    calibration: str = "gaussian",
+    calibration: str = "auto",
     ledger: Any = None,
     m_locate: int = M_LOCATE,
     units: Any = None,
@@ -768,10 +817,13 @@ def private_mean(
         BasicFilter's α in [0, 1/2).
     rng : None, int, SeedSequence or Generator
         ``None``: the secure generator.
-    calibration : {"gaussian", "laplace", "zcdp"}
+    calibration : {"auto", "gaussian", "laplace", "zcdp"}
         ``"gaussian"`` and ``"zcdp"`` (synonyms): discrete Gaussian noise for the vector
         releases, calibrated in ρ and converted to (ε, δ) (CKS); ``"laplace"``: discrete Laplace
-        noise everywhere (ε-DP parts; the only δ is the core-size tail).
+        noise everywhere (ε-DP parts; the only δ is the core-size tail). ``"auto"`` (default):
+        whichever of the two gives the final sum less noise per coordinate at this (ε, δ, d)
+        (:func:`resolve_calibration`; public, so free): Laplace at small d or large ε. The
+        release's ``calibration`` says which ran.
     ledger : privagg.accounting.Ledger, optional
         Charged ``release.privacy_loss`` after validation, before any noise is drawn.
     m_locate : int
@@ -858,7 +910,9 @@ def _check_mean_parameters(epsilon: Any, delta: Any, radius: Any, alpha: Any, ca
     where = "private_mean"
     r = _check_radius(where, radius)
     _check_m_locate(where, m_locate)
-    mean_plan(epsilon, delta, calibration=calibration, alpha=alpha, select_radius=r is None, where=where)
+    check_choice(where, "calibration", calibration, CALIBRATIONS)
+    for cal in (("gaussian", "laplace") if calibration == "auto" else (calibration,)):  # either may run
+        mean_plan(epsilon, delta, calibration=cal, alpha=alpha, select_radius=r is None, where=where)
 
 
 class ArrayPoints(PointSource):
@@ -923,6 +977,8 @@ def _private_mean(source: PointSource, epsilon: Any, delta: Any, radius: Any, al
     where = "private_mean"
     r = _check_radius(where, radius)
     m_loc = _check_m_locate(where, m_locate)
+    calibration = resolve_calibration(calibration, epsilon, delta, source.d, select_radius=r is None,
+                                      alpha=alpha, where=where)  # public: ε, δ, d, the radius given or not
     plan = mean_plan(epsilon, delta, calibration=calibration, alpha=alpha,
                      select_radius=r is None, where=where)
     gen, secure = rng if isinstance(rng, tuple) else resolve_rng(rng, where)
