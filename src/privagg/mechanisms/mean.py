@@ -99,8 +99,8 @@ __all__ = ["CALIBRATIONS", "MeanPlan", "MeanRelease", "estimate_schedule", "mean
 CALIBRATIONS = ("auto", "gaussian", "laplace", "zcdp")
 PLAN_CALIBRATIONS = ("gaussian", "laplace", "zcdp")
 #: ``"auto"`` picks Laplace only where its final-sum noise sd is at most this fraction of the
-#: Gaussian one (a clear win: near the crossover the other steps decide, and there the measured
-#: errors of both were within run-to-run noise, d = 10 at ε = 0.5 … 2, docs/utility/mean.md).
+#: Gaussian one (a clear win: near the crossover, d = 10 at ε = 0.5 … 2, the measured errors of
+#: the two went either way, docs/utility/mean.md).
 AUTO_MARGIN = Fraction(3, 4)
 #: Public floor on the noisy lower bound of the core size; below it the release is ⊥.
 M_MIN = 10
@@ -462,7 +462,9 @@ def _resolve_auto(eps: Fraction, dlt: Fraction, d: int, select_radius: bool, alp
 def mean_privacy_loss(epsilon: Any, delta: Any, *, calibration: str = "gaussian", alpha: Any = 0.0,
                       select_radius: bool = False, where: str = "private_mean") -> PrivacyLoss:
     """The guarantee of :func:`private_mean`: the largest (ε, δ) of its plans (the plan is
-    chosen from the released ``n̂``; adaptive composition bounds each branch by its plan)."""
+    chosen from the released ``n̂``; adaptive composition bounds each branch by its plan).
+    ``calibration`` is a concrete one: for ``private_mean``'s default ``"auto"`` pass
+    ``resolve_calibration("auto", ε, δ, d, select_radius=…)``."""
     # validated first (in the order mean_plan checks them), then the cached public computation
     eps, dlt = check_epsilon_floor(where, epsilon), check_delta_floor(where, delta)
     check_choice(where, "calibration", calibration, PLAN_CALIBRATIONS)
@@ -821,7 +823,8 @@ def private_mean(
         ``"gaussian"`` and ``"zcdp"`` (synonyms): discrete Gaussian noise for the vector
         releases, calibrated in ρ and converted to (ε, δ) (CKS); ``"laplace"``: discrete Laplace
         noise everywhere (ε-DP parts; the only δ is the core-size tail). ``"auto"`` (default):
-        whichever of the two gives the final sum less noise per coordinate at this (ε, δ, d)
+        Laplace where it gives the final sum clearly less noise per coordinate at this (ε, δ, d)
+        (sd at most :data:`AUTO_MARGIN` of the Gaussian's), else Gaussian
         (:func:`resolve_calibration`; public, so free): Laplace at small d or large ε. The
         release's ``calibration`` says which ran.
     ledger : privagg.accounting.Ledger, optional
