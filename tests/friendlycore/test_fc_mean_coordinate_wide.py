@@ -50,7 +50,10 @@ def test_plan_runs_is_a_public_gate():
     assert not S.plan_runs(7500, one, 3) and S.plan_runs(1000, one, 6)
     # d >= 3: only below COORD_WIDE_MAX·d, where the FriendlyCore scale step cannot run yet
     assert S.plan_runs(4499, one, 3) and not S.plan_runs(4500, one, 3) and not S.plan_runs(6000, one, 3)
-    assert S.plan_runs(4999, one, 2) and not S.plan_runs(5000, one, 2)  # d <= 2 keeps COORD_SAMPLE·d
+    assert S.plan_runs(4999, one, 2) and not S.plan_runs(5000, one, 2)  # d = 2 keeps COORD_SAMPLE·d
+    # d = 1: below COORD_SAMPLE_1D = 12000 (was COORD_SAMPLE = 2500)
+    assert S.plan_runs(11999, one, 1) and not S.plan_runs(12000, one, 1) and S.plan_runs(2500, one, 1)
+    assert S.plan_runs(1199, Fraction(10), 1) and not S.plan_runs(1200, Fraction(10), 1)
     from privagg.mechanisms import mean as M
     assert S.COORD_WIDE_MAX == M.SCALE_MIN / M.SHARE_SCALE
     assert S.plan_runs(150, one, 2)
@@ -76,3 +79,32 @@ def test_mixed_units_negative_control(monkeypatch, d):
     med, rules = _runs(d, 1000, 10, _mixed)
     print(f"seed={SEED} control (COORD_DMAX = 2) d={d}: median worst error {med:.3g} SE")
     assert "coordinate" not in rules and med > 25.0, (med, rules)
+
+
+ATOM_SEED = 20261208
+
+
+def test_binary_column_between_the_plans_is_not_its_atom(monkeypatch):
+    """d = 1, a 0/1 column with 5 % ones, n = 5000, ε = 1 (n̂·ε ≈ 5000: the coordinate plan since
+    COORD_SAMPLE_1D = 12000). Before, the FriendlyCore plan ran there: 250 ones are fewer than the
+    spread floor's cap K = 561, so the clip stayed at the atom 0 and the release was about 0
+    (error ≈ −0.05, 16 SE). Statistical test, seed ATOM_SEED (printed): 12 runs, at most 2 may be
+    off by more than 0.02 (6.5 SE). Measured rate of such a run: 1 of 300 (seed 20261208), so the
+    false-failure probability is about 8·10⁻⁶ (≤ 10⁻³ at that rate's 95 % upper bound, 0.016).
+    Negative control (must fail): the same runs with the former gate (COORD_SAMPLE_1D = 2500, the
+    FriendlyCore plan): measured 48 of 60 runs off by more than 0.02, so ≥ 10 of 12 within 0.02 has
+    probability about 4·10⁻⁶."""
+    print("seed", ATOM_SEED)
+
+    def off_runs() -> int:
+        g = np.random.default_rng(ATOM_SEED)
+        off = 0
+        for _ in range(12):
+            x = (g.random((5000, 1)) < 0.05).astype(np.float64)
+            rel = private_mean(x, epsilon=1.0, delta=1e-6, rng=g)
+            off += (not rel.ok) or abs(float(rel.mean[0]) - float(x.mean())) > 0.02
+        return off
+
+    assert off_runs() <= 2
+    monkeypatch.setattr(S, "COORD_SAMPLE_1D", 2500)
+    assert off_runs() > 2

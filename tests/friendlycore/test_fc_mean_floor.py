@@ -16,9 +16,18 @@ import numpy as np
 import pytest
 
 import privagg.mechanisms.mean as M
+import privagg.mechanisms.mean_small as mean_small
 from privagg import private_mean
 
 SEED = 20261202
+
+
+@pytest.fixture(autouse=True)
+def friendlycore_plan(monkeypatch):
+    """The floor belongs to the FriendlyCore plans: at these n̂·ε the d = 1 gate
+    (``mean_small.COORD_SAMPLE_1D``) would run the coordinate plan, so it is set to the d = 2
+    gate here (the coordinate plan's 0/1 columns: test_fc_mean_coordinate_wide.py)."""
+    monkeypatch.setattr(mean_small, "COORD_SAMPLE_1D", mean_small.COORD_SAMPLE)
 
 
 def _binary(n, p):

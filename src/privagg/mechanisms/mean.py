@@ -784,11 +784,12 @@ def private_mean(
     noisy sum of all points clipped to a ball around it, over a noisy count, after a few
     refinement steps and with a privately chosen clipping radius (module docstring).
 
-    Small samples (``radius=None``, d <= 5, released ``n̂·ε/d < 2500`` and, at d >= 3,
-    ``150 <= n̂·ε/d < 1500``; also on Spark): the
+    Small samples (``radius=None``, d <= 20, released ``n̂·ε < 12000`` at d = 1,
+    ``n̂·ε/d < 2500`` at d = 2, ``n̂·ε/d < 1500`` at d >= 3; also on Spark;
+    :func:`privagg.mechanisms.mean_small.plan_runs`): the
     coordinate plan instead (:mod:`privagg.mechanisms.mean_small`, docs/proofs/mean.md §11;
     ``clip_rule == "coordinate"``): per coordinate a private spread, a private cell holding the
-    median, and a clipped sum (pure ε-DP); ⊥ below ``n̂ < 20·d/ε``; when the data sit too far
+    median, and a clipped sum (pure ε-DP); ⊥ below ``n̂ < max(20·d, 200)/ε``; when the data sit too far
     from the origin relative to their spread it switches to the FriendlyCore plan with the ε
     left (the guarantee is the largest over all branches).
 

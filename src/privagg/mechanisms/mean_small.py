@@ -2,11 +2,12 @@
 
 Chosen from the released count (public, like every plan switch of ``private_mean``): when
 ``radius=None`` (any engine: in memory or Spark), ``d <=`` :data:`COORD_DMAX` and ``n̂·ε/d <``
-:data:`COORD_SAMPLE` (``d <= COORD_NARROW_D``) or ``<`` :data:`COORD_WIDE_MAX` (``d >= 3``)
+:data:`COORD_SAMPLE_1D` (``d = 1``), :data:`COORD_SAMPLE` (``d = 2 <= COORD_NARROW_D``) or ``<``
+:data:`COORD_WIDE_MAX` (``d >= 3``)
 (:func:`plan_runs`; ⊥ below ``n̂ < max(COORD_MIN·d, COORD_MIN_COUNT)/ε``), and only when every
 Laplace step gets at least :data:`STEP_EPS_MIN` (:func:`plan_possible`, ε >= about 2⁻³⁴). Proof:
 docs/proofs/mean.md §11. Budget (:func:`coordinate_budget`, public: ε, δ, d and whether
-``n̂·ε/d < COORD_LOW``): ε/40 for the count ``n̂``, ε/40 for a noisy count of the rows outside the
+``n̂·ε/d < COORD_LOW``): ε/20 for the count ``n̂`` (``mean._SHARE_COUNT``), ε/40 for a noisy count of the rows outside the
 clipping box, ``ε_sel`` = :data:`COORD_SHARE_SELECT` of ε (:data:`COORD_SHARE_SELECT_LOW` below
 COORD_LOW) for all the selections as ONE group of exponential mechanisms composed in zCDP
 (``ρ = rho_for(ε_sel, δ/2)``, ``ρ/d`` per column split in fifths by :data:`COORD_SHARES`; an
@@ -68,6 +69,14 @@ from ..noise.samplers import discrete_laplace
 
 #: The coordinate plan runs when the released ``n̂·ε/d`` is below this (public; d <= COORD_NARROW_D).
 COORD_SAMPLE = 2500
+#: ... and for d = 1 below ``n̂·ε <`` this instead (public). Measured (40 runs, ε = 1, seed
+#: 20261207; median error over the range oracle's, FriendlyCore plan → coordinate plan): 0/1 with
+#: 5 % ones at n = 5000 / 10⁴ 60.3× / 167× → 2.63× / 1.78× (fewer minority rows than the spread
+#: floor's cap: the FriendlyCore plan released the atom), Exponential(1) 4.00× / 2.40× → 0.77× /
+#: 1.28×, N(0, 1) 0.20× / 0.21× → 0.33× / 0.25×, lognormal 3.69× / 4.55× → 3.47× / 5.86×; at 3·10⁴
+#: the coordinate plan's clip (COORD_K spreads) costs more than it saves (Exponential 2.39× →
+#: 6.50×, 20 runs), docs/utility/mean.md.
+COORD_SAMPLE_1D = 12_000
 #: Only for d <= this (public; measured up to d = 20: N(7, 1) and mixed units 1 … 1000 at
 #: n = 1000, 3000, ε = 1, 0.98–1.98× the range oracle, where the isotropic FriendlyCore plans were
 #: 0.16–0.27× on N(7, 1) but 23–61× on mixed units). Was 5, with a lower gate ``n̂·ε/d >= 150``
@@ -83,10 +92,11 @@ COORD_NARROW_D = 2
 COORD_WIDE_MAX = 1500
 #: Below ``n̂·ε/d <`` this the coordinate plan releases ⊥ (too few rows for any of its steps).
 COORD_MIN = 20
-#: ... and below ``n̂·ε < COORD_MIN_COUNT`` (public): five scales of the count's noise
-#: (DLap(40/ε)). With the floor at COORD_MIN·d/ε alone, tiny tables (n = 5 … 20) whose n̂ came
-#: out far too high released means 10+ standard deviations off in most releases (the pair-count
-#: targets then lie beyond the data's pairs: a plateau); P[n̂·ε >= 200 | n·ε <= 50] < 1.2 %.
+#: ... and below ``n̂·ε < COORD_MIN_COUNT`` (public): five scales of the count's noise when it
+#: was DLap(40/ε) (ten of today's DLap(20/ε)). With the floor at COORD_MIN·d/ε alone, tiny
+#: tables (n = 5 … 20) whose n̂ came out far too high released means 10+ standard deviations
+#: off in most releases (the pair-count targets then lie beyond the data's pairs: a plateau);
+#: P[n̂·ε >= 200 | n·ε <= 50] < 1.2 % (with DLap(40/ε)).
 COORD_MIN_COUNT = 200
 #: Share of ε of the noisy count of rows outside the clipping box.
 COORD_SHARE_OUTSIDE = Fraction(1, 40)
@@ -360,7 +370,7 @@ def _budget(epsilon: Fraction, delta: Fraction, d: int, low: bool, _key: tuple) 
 
 
 def coordinate_budget(epsilon: Any, delta: Any, d: int, low: bool = False) -> CoordinateBudget:
-    """The plan's budget (public: ε, δ, d and :func:`low_sample`). ``ε_n = ε/40`` (count),
+    """The plan's budget (public: ε, δ, d and :func:`low_sample`). ``ε_n = ε/20`` (count),
     ``ε_out = ε/40``, the selections (:data:`COORD_SHARE_SELECT` of ε, or
     :data:`COORD_SHARE_SELECT_LOW` when ``low``, with ``δ_sel = δ·COORD_DELTA_SHARE``) as one
     group of ρ-zCDP exponential mechanisms, ``ρ = rho_for(ε_sel, δ_sel)``, ``ρ/d`` per column split
@@ -382,7 +392,7 @@ def coordinate_loss(epsilon: Any, delta: Any, low: bool = False) -> tuple[Fracti
 def constants_key() -> tuple:
     """The module's public constants that the cached budget computations read (part of their
     cache keys, so a benchmark or test that sets one never meets a value computed before)."""
-    return (COORD_SAMPLE, COORD_DMAX, COORD_NARROW_D, COORD_WIDE_MAX, COORD_MIN, COORD_MIN_COUNT,
+    return (COORD_SAMPLE, COORD_SAMPLE_1D, COORD_DMAX, COORD_NARROW_D, COORD_WIDE_MAX, COORD_MIN, COORD_MIN_COUNT,
             COORD_SHARE_OUTSIDE, COORD_SHARES, COORD_SHARE_SELECT, COORD_SHARE_SELECT_LOW, COORD_LOW,
             COORD_DELTA_SHARE, COORD_LEVELS, STEP_EPS_MIN)
 
@@ -434,11 +444,12 @@ def smallest_step_epsilon(epsilon: Fraction) -> Fraction:
 
 def plan_runs(n_hat: int, epsilon: Fraction, d: int) -> bool:
     """Whether the released ``n̂`` selects the coordinate plan (public: n̂, ε, d only):
-    ``d <= COORD_DMAX`` and ``n̂·ε < COORD_SAMPLE·d`` (d <= COORD_NARROW_D) or ``n̂·ε <
+    ``d <= COORD_DMAX`` and ``n̂·ε < COORD_SAMPLE_1D`` (d = 1), ``n̂·ε < COORD_SAMPLE·d``
+    (d = 2 <= COORD_NARROW_D) or ``n̂·ε <
     COORD_WIDE_MAX·d`` (d > COORD_NARROW_D); above, the FriendlyCore plans (with their per-column
     scale step) run; below ``max(COORD_MIN·d, COORD_MIN_COUNT)/ε`` the plan releases ⊥."""
     n_eps = n_hat * epsilon
-    top = COORD_SAMPLE if d <= COORD_NARROW_D else COORD_WIDE_MAX
+    top = COORD_SAMPLE_1D if d == 1 else COORD_SAMPLE if d <= COORD_NARROW_D else COORD_WIDE_MAX
     return d <= COORD_DMAX and n_eps < top * d
 
 
