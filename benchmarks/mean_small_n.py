@@ -11,7 +11,7 @@ over the runs (⊥ counts as infinite), the worst coordinate shown, and its rati
 (``range_oracle`` of benchmarks/utility.py: each column clamped to its true range, classic
 Gaussian mechanism with ε/d per coordinate). Columns: ``default`` (the plans as shipped: the
 coordinate plan where ``mean_small.plan_runs``), ``forced`` (the coordinate plan at every n̂
-here: COORD_SAMPLE = COORD_WIDE_MAX = 10⁹), ``off`` (COORD_SAMPLE = 0: the FriendlyCore plans
+here: COORD_SAMPLE = COORD_SAMPLE_1D = COORD_WIDE_MAX = 10⁹), ``off`` (COORD_SAMPLE = 0: the FriendlyCore plans
 only). Every column of a run gets the same generator seed (common random numbers).
 
 ``--bias`` prints instead, per set, the ``forced`` plan's mean signed error (SE) over the runs at
@@ -43,7 +43,7 @@ import privagg.mechanisms.mean_small as S  # noqa: E402
 from privagg import private_mean  # noqa: E402
 from utility import DELTA, range_oracle  # noqa: E402
 
-CONFIGS = {"default": {}, "forced": {"COORD_SAMPLE": 10**9, "COORD_WIDE_MAX": 10**9},
+CONFIGS = {"default": {}, "forced": {"COORD_SAMPLE": 10**9, "COORD_SAMPLE_1D": 10**9, "COORD_WIDE_MAX": 10**9},
            "off": {"COORD_SAMPLE": 0}}
 
 
