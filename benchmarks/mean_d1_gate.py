@@ -13,6 +13,10 @@ d = 2 one, COORD_SAMPLE = 2500: the FriendlyCore plan above n̂·ε = 2500) and 
 per release. Sets: ``binP`` 0/1 with P ones, ``exp`` Exp(1), ``logn`` lognormal(0, 1), ``norm``
 N(0, 1); fresh data per run.
 
+``--floor SHARE,BETA`` (e.g. ``1/10,1e-2``): the second column is instead the FriendlyCore plan
+with the spread floor's share ``mean._SHARE_FLOOR`` and ``mean.FLOOR_BETA`` set to these (its cap
+K = ⌈2·ln(121/β)/ε_f⌉ smaller), both columns at the d = 2 gate: what a smaller cap would do.
+
 ``--tail``: 0/1 with 10 % ones (the benchmark's binary10), the shipped gate against the
 FriendlyCore plan: median, mean, sd and largest |signed error| in SE and the runs off by more
 than 3 SE (the median of mean_real.md hides the FriendlyCore plan's tail).
@@ -29,6 +33,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from fractions import Fraction  # noqa: E402
+
+import privagg.mechanisms.mean as M  # noqa: E402
 import privagg.mechanisms.mean_small as S  # noqa: E402
 from privagg import private_mean  # noqa: E402
 from utility import DELTA, range_oracle  # noqa: E402
@@ -57,12 +64,20 @@ def signed_errors(x: np.ndarray, eps: float, g: np.random.Generator) -> float:
 
 
 def side_by_side(args: argparse.Namespace) -> None:
-    print("set | n | friendlycore/oracle | coordinate/oracle | s/run friendlycore | s/run coordinate")
+    shipped_floor = (M._SHARE_FLOOR, M.FLOOR_BETA)
+    configs = {label: (gate, shipped_floor) for label, gate in GATES.items()}
+    if args.floor:
+        share, beta = args.floor.split(",")
+        configs["coordinate"] = (S.COORD_SAMPLE, (Fraction(share), float(beta)))
+        print(f"second column: the FriendlyCore plan with floor share {share}, beta {beta}")
+    second = "floor variant" if args.floor else "coordinate"
+    print(f"set | n | friendlycore/oracle | {second}/oracle | s/run friendlycore | s/run {second}")
     for name in args.sets:
         for n in args.n:
             med, secs = {}, {}
-            for label, gate in GATES.items():
+            for label, (gate, floor) in configs.items():
                 S.COORD_SAMPLE_1D = gate
+                M._SHARE_FLOOR, M.FLOOR_BETA = floor
                 g = np.random.default_rng([args.seed, n, len(name)])  # same data for both plans
                 errs, oracle, t = [], [], 0.0
                 for _ in range(args.runs):
@@ -78,6 +93,7 @@ def side_by_side(args: argparse.Namespace) -> None:
             print(f"{name} | {n} | {med['friendlycore']:.2f} | {med['coordinate']:.2f} | "
                   f"{secs['friendlycore']:.3f} | {secs['coordinate']:.3f}", flush=True)
     S.COORD_SAMPLE_1D = SHIPPED
+    M._SHARE_FLOOR, M.FLOOR_BETA = shipped_floor
 
 
 def tail(args: argparse.Namespace) -> None:
@@ -102,6 +118,7 @@ def main() -> None:
     p.add_argument("--sets", type=lambda t: t.split(","), default=["bin0.1", "bin0.05", "exp", "logn", "norm"])
     p.add_argument("--n", type=lambda t: [int(v) for v in t.split(",")])
     p.add_argument("--eps", type=float, default=1.0)
+    p.add_argument("--floor", metavar="SHARE,BETA")
     args = p.parse_args()
     if args.tail:
         args.runs, args.seed = args.runs or 200, args.seed or 20261209
