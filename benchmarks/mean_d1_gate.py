@@ -56,7 +56,7 @@ def sample(name: str, n: int, g: np.random.Generator) -> np.ndarray:
     raise SystemExit(f"unknown set {name!r}")
 
 
-def signed_errors(x: np.ndarray, eps: float, g: np.random.Generator) -> float:
+def signed_error(x: np.ndarray, eps: float, g: np.random.Generator) -> float:
     rel = private_mean(x, epsilon=eps, delta=DELTA, rng=g)
     if not rel.ok:
         return np.nan
@@ -84,7 +84,7 @@ def side_by_side(args: argparse.Namespace) -> None:
                     x = sample(name, n, g)
                     se = x.std() / np.sqrt(n) + 1e-300
                     t0 = time.perf_counter()
-                    e = signed_errors(x, args.eps, g)
+                    e = signed_error(x, args.eps, g)
                     t += time.perf_counter() - t0
                     errs.append(np.inf if np.isnan(e) else abs(e))
                     oracle.append(abs(range_oracle(x, args.eps, g)[0] - x.mean()) / se)
@@ -103,7 +103,7 @@ def tail(args: argparse.Namespace) -> None:
                             (f"friendlycore (gate {S.COORD_SAMPLE})", S.COORD_SAMPLE)):
             S.COORD_SAMPLE_1D = gate
             g = np.random.default_rng(args.seed)
-            e = np.array([signed_errors(sample("bin0.1", n, g), args.eps, g) for _ in range(args.runs)])
+            e = np.array([signed_error(sample("bin0.1", n, g), args.eps, g) for _ in range(args.runs)])
             a = np.abs(e)
             print(f"{label} | {n} | {np.nanmedian(a):.3f} | {np.nanmean(e):.3f} | {np.nanstd(e):.3f} | "
                   f"{np.nanmax(a):.2f} | {int((a > 3).sum())} | {int(np.isnan(e).sum())}", flush=True)

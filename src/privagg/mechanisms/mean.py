@@ -441,14 +441,9 @@ def resolve_calibration(calibration: str, epsilon: Any, delta: Any, d: int, *, s
     check_choice(where, "calibration", calibration, CALIBRATIONS)
     if calibration != "auto":
         return calibration
-    return _resolve_auto(_frac(check_epsilon_floor(where, epsilon)), _frac(check_delta_floor(where, delta)),
-                         int(d), bool(select_radius), _alpha_checked(alpha, where), where,
-                         _constants_key())
-
-
-def _alpha_checked(alpha: Any, where: str) -> Fraction:
-    alpha_fraction(alpha, where)  # validates
-    return Fraction(alpha)  # what mean_plan uses
+    eps, dlt = _frac(check_epsilon_floor(where, epsilon)), _frac(check_delta_floor(where, delta))
+    alpha_fraction(alpha, where)  # validates; the plans take Fraction(alpha), as in mean_plan
+    return _resolve_auto(eps, dlt, int(d), bool(select_radius), Fraction(alpha), where, _constants_key())
 
 
 @functools.lru_cache(maxsize=256)

@@ -74,8 +74,8 @@ COORD_SAMPLE = 2500
 #: 5 % ones at n = 5000 / 10⁴ 60.3× / 167× → 2.63× / 1.78× (fewer minority rows than the spread
 #: floor's cap: the FriendlyCore plan released the atom), Exponential(1) 4.00× / 2.40× → 0.77× /
 #: 1.28×, N(0, 1) 0.20× / 0.21× → 0.33× / 0.25×, lognormal 3.69× / 4.55× → 3.47× / 5.86×; at 3·10⁴
-#: the coordinate plan's clip (COORD_K spreads) costs more than it saves (Exponential 2.39× →
-#: 6.50×, 20 runs), docs/utility/mean.md.
+#: the coordinate plan is the worse one (Exponential 2.39× → 6.50×, lognormal 2.90× → 8.23×,
+#: 20 runs); benchmarks/mean_d1_gate.py, docs/utility/mean.md.
 COORD_SAMPLE_1D = 12_000
 #: Only for d <= this (public; measured up to d = 20: N(7, 1) and mixed units 1 … 1000 at
 #: n = 1000, 3000, ε = 1, 0.98–1.98× the range oracle, where the isotropic FriendlyCore plans were
