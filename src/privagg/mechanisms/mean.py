@@ -118,13 +118,17 @@ _SHARE_QUANTILE = Fraction(1, 10)
 #: The spread floor before the final clipping radius (``radius=None``, not the small-sample
 #: plan; docs/proofs/mean.md §8c): its pure share of ε, taken from the final sum.
 _SHARE_FLOOR = Fraction(1, 20)
+#: ... when the released friendship radius is the bottom of its grid (public: the core's scale is
+#: below the grid, e.g. one atom of tied values, and the floor decides whether the other rows are
+#: clipped): this share instead, also from the sums. At ε/20 (cap K = 561 rows at ε = 1) a 0/1
+#: column with 2 % or 3 % ones at n = 12000 / 15000 released its atom (58–198× the range oracle,
+#: 12 runs each); at ε/5 0.28–0.67×.
+_SHARE_FLOOR_TIED = Fraction(1, 5)
 #: The floor's candidates ``U·2^k``, ``k = 0 … FLOOR_OCTAVES`` (public).
 FLOOR_OCTAVES = 120
 #: The floor's cap ``K`` (:func:`floor_cap`) keeps a group of rows all within ``U`` at
 #: candidate 0 with probability at least ``1 − FLOOR_BETA``.
 FLOOR_BETA = 1e-4
-#: ``n_low = n̂ − t`` in the floor's target: ``t`` the count noise's ``1 − FLOOR_COUNT_BETA`` tail.
-FLOOR_COUNT_BETA = Fraction(1, 20)
 #: Small samples: when the released ``n̂·ε`` is below this (public) the shares after the count
 #: switch to the small-sample ones (radius selection and locate get more, the sums less).
 SMALL_SAMPLE = 750
@@ -167,6 +171,11 @@ TOP_FACTOR = 4
 #: at most τ·excess/n, and the noise, ≈ √d·σ_1·R/n, are balanced).
 TAIL_MIN = 1
 TAIL_SD = 3
+#: ... when only the top edge passes, it is the choice if the next edge fails clearly, ``T̃_1 >
+#: τ + TAIL_TOP_SD·sd_1`` (mass just below the top: a 0/1 column's minority at n = 3·10⁴, ε = 1
+#: whose distance 1 fell between the top two edges), else the robust rule (the noisy tails over
+#: empty top bins are a random walk that can stay above the tail bound).
+TAIL_TOP_SD = 6
 #: Far mass: if the noisy count beyond the top edge exceeds ``max(TAIL_FAR, τ) + 3·sd``, the
 #: robust fallback (median-distance clip, :data:`CLIP_TAIL`) is used instead of the tail rule.
 TAIL_FAR = 4
@@ -394,6 +403,7 @@ def mean_plan(
     select_radius: bool = False,
     small: bool = False,
     scale: bool = False,
+    tied: bool = False,
     where: str = "private_mean",
     count_share: Any = None,
 ) -> MeanPlan:
@@ -410,6 +420,8 @@ def mean_plan(
     small-sample shares (ε_sel = ε/5, locate ε/3, friendly count 1/2 of the friendly ε), which
     :func:`private_mean` uses when the released ``n̂·ε < SMALL_SAMPLE``. ``scale=True`` (only
     with ``select_radius``): the per-column scale step gets ε·:data:`SHARE_SCALE`, from the sums.
+    ``tied=True``: the spread floor gets ε·:data:`_SHARE_FLOOR_TIED` instead of ε/20, from the sums
+    (:func:`private_mean` when the released radius is the bottom of its grid; §8c).
     ``count_share``: the count's share of ε instead of ε/20 (a public Fraction in (0, 1/4]; the
     grouped mean keeps its ε_g/40, :data:`privagg.mechanisms.grouped_mean.SHARE_COUNT`).
     """
@@ -421,7 +433,7 @@ def mean_plan(
     if not 0 < share <= Fraction(1, 4):  # pragma: no cover - a module constant, never user input
         raise fail(where, "count_share", "a fraction in (0, 1/4]", count_share)
     return _plan(eps, dlt, calibration, Fraction(alpha), bool(select_radius), bool(small),
-                 bool(scale) and bool(select_radius), share, _constants_key())
+                 bool(scale) and bool(select_radius), share, _constants_key(), bool(tied))
 
 
 def resolve_calibration(calibration: str, epsilon: Any, delta: Any, d: int, *, select_radius: bool = True,
@@ -473,7 +485,8 @@ def _constants_key() -> tuple:
     benchmark that sets one gets a fresh value)."""
     return (_SHARE_COUNT, _SHARE_SELECT, _SHARE_LOCATE, _SHARE_LOCATE_DELTA, _SHARE_FRIENDLY_COUNT,
             _SHARE_QUANTILE, _SMALL_SHARE_SELECT, _SMALL_SHARE_LOCATE, _SMALL_SHARE_FRIENDLY_COUNT,
-            SHARE_SCALE, FRIENDLY_EPS_MAX, EPS_MIN, _SHARE_FLOOR, mean_small.constants_key())
+            SHARE_SCALE, FRIENDLY_EPS_MAX, EPS_MIN, _SHARE_FLOOR, _SHARE_FLOOR_TIED,
+            mean_small.constants_key())
 
 
 @functools.lru_cache(maxsize=64)
@@ -493,16 +506,17 @@ def _mean_privacy_loss(epsilon: Fraction, delta: Fraction, calibration: str, alp
 
 def _friendly_losses(epsilon: Any, delta: Any, calibration: str, alpha: Any, select_radius: bool,
                      where: str) -> list[PrivacyLoss]:
-    """The losses of the four FriendlyCore plans (small or not, scale step or not)."""
+    """The losses of the FriendlyCore plans (small or not, scale step or not, the floor's tied
+    share or not)."""
     return [mean_plan(epsilon, delta, calibration=calibration, alpha=alpha, select_radius=select_radius,
-                      small=small, scale=scale, where=where).privacy_loss
-            for small in (False, True) for scale in (False, True)]
+                      small=small, scale=scale, tied=tied, where=where).privacy_loss
+            for small in (False, True) for scale in (False, True) for tied in (False, True)]
 
 
 @functools.lru_cache(maxsize=64)
 def _friendly_loss(epsilon: Fraction, delta: Fraction, calibration: str, alpha: Fraction,
                    select_radius: bool, where: str, _key: tuple) -> PrivacyLoss:
-    """The largest (ε, δ) of the four FriendlyCore plans at validated, exact parameters (cached)."""
+    """The largest (ε, δ) of the FriendlyCore plans at validated, exact parameters (cached)."""
     losses = _friendly_losses(epsilon, delta, calibration, alpha, select_radius, where)
     return PrivacyLoss.approx(max(p.epsilon for p in losses), max(p.delta for p in losses))
 
@@ -518,7 +532,7 @@ def coordinate_plan_possible(epsilon: Any, delta: Any) -> bool:
 
 @functools.lru_cache(maxsize=64)
 def _plan(eps: Fraction, dlt: Fraction, calibration: str, alpha: Fraction, select_radius: bool,
-          small: bool, scale: bool, count_share: Fraction, _key: tuple) -> MeanPlan:
+          small: bool, scale: bool, count_share: Fraction, _key: tuple, tied: bool = False) -> MeanPlan:
     """:func:`mean_plan` of validated, exact parameters (cached; ``_key`` is :func:`_constants_key`,
     so a test or benchmark that sets a share never meets a plan computed before)."""
     gaussian = calibration != "laplace"
@@ -541,7 +555,8 @@ def _plan(eps: Fraction, dlt: Fraction, calibration: str, alpha: Fraction, selec
     e_loc, d_loc = Fraction(e_loc), Fraction(d_loc)
     eps_quantile = eps * _SHARE_QUANTILE
     eps_scale = eps * SHARE_SCALE if scale else Fraction(0)
-    eps_floor = eps * _SHARE_FLOOR if select_radius and not small else Fraction(0)
+    eps_floor = (eps * (_SHARE_FLOOR_TIED if tied else _SHARE_FLOOR) if select_radius and not small
+                 else Fraction(0))
     eps_sum = eps - eps_count - eps_select - e_loc - eps_quantile - eps_scale - eps_floor
     if gaussian:
         delta_sum = dlt - d_loc
@@ -1041,8 +1056,12 @@ def _private_mean(source: PointSource, epsilon: Any, delta: Any, radius: Any, al
     sub = source.poisson_sample(q, gen)
     data = source.x if isinstance(source, ArrayPoints) else source  # the array itself in memory
     # 2. radius
+    from ..friendlycore.radius import grid_radii
+
+    r_bottom = None  # the least radius the selection can release (None: the radius was given)
     if r is None and d <= PAIR_RADIUS_DIM and n_hat * _frac(epsilon) < PAIR_RADIUS:
         r = _pair_radius(sub, min(n_hat, m_loc), plan.eps_select, gen)
+        r_bottom = float(grid_radii()[0]) * pair_factor(d)
     elif r is None:
         from ..friendlycore.radius import radius_rate, radius_subsample, select_radius
 
@@ -1053,6 +1072,12 @@ def _private_mean(source: PointSource, epsilon: Any, delta: Any, radius: Any, al
         if r is None:
             return bottom(None, "no grid radius 2^(j/4), j = -40…160, gathers most points "
                                 f"(noisy count n̂ = {n_hat})")
+        r_bottom = float(grid_radii()[0])
+    if plan.eps_floor > 0 and r <= r_bottom:
+        # the released radius is the bottom of its grid: the core's scale is below it (one atom of
+        # tied values?), the floor gets its larger share from the sums (public: r; §8c)
+        plan = mean_plan(epsilon, delta, calibration=calibration, alpha=alpha, select_radius=True,
+                         small=small, scale=scale, tied=True, where=where)
     # 3. locate
     center, bound, m_hat = _locate(sub, r, plan, gen)
     if center is None:
@@ -1070,9 +1095,9 @@ def _private_mean(source: PointSource, epsilon: Any, delta: Any, radius: Any, al
         bound = _next_bound(step_r, bound, part, plan, n_hat, d)
     upper = _grid_up(r + bound)
     if plan.eps_floor > 0:  # the spread floor (§8c): U·2^k̂, k̂ = 0 unless the core was one atom
-        upper = math.ldexp(upper, spread_floor_pick(data, center, upper, n_hat, plan, gen))
+        upper = math.ldexp(upper, spread_floor_pick(data, center, upper, plan, gen))
     choice = _quantile_radius(data, center, upper, n_hat, plan.eps_quantile, gen,
-                              tail_target(plan, last, d, n_hat))
+                              tail_target(plan, last, d, n_hat), plan.eps_count)
     big_r = choice.radius
     rel = _noisy_clipped_release(data, center, big_r, last, plan, gen)
     mean = _finite(center + rel.values / n_hat)
@@ -1472,10 +1497,11 @@ def floor_utility(counts: np.ndarray, n_low: Any, cap: Any) -> np.ndarray:
     """Twice the interval utility of the spread floor (docs/proofs/mean.md §8c), one row per
     release: ``counts[g, k] = C_k`` the rows within ``U·2^k`` of ĉ (``k = 0 … F``, ``Z = C_0`` the
     rows within ``U``: the core's scale), target ``t2 = min(n_low + Z, 2·(n_low − K))`` (the
-    median of the rows beyond ``U``, capped ``K`` rows below the public ``n_low``), utility
+    median of the rows beyond ``U``, capped ``K`` rows below ``n_low``), utility
     ``u_k = −max(0, t2 − 2C_k, 2C_{k−1} − t2)`` with ``C_{−1} := 0``. Adding a row moves each
-    ``u_k`` by at most 2 (§8c). ``n_low``, ``cap``: public, per row (or one int). Int64, shape of
-    ``counts``."""
+    ``u_k`` by at most 2 (§8c) when ``n_low`` is public or the true count of the rows behind
+    ``counts`` (:func:`spread_floor_pick`). ``n_low``, ``cap``: per row (or one int). Int64,
+    shape of ``counts``."""
     c = np.asarray(counts, dtype=np.int64)
     n_low = np.broadcast_to(np.asarray(n_low, dtype=np.int64), c.shape[:1])[:, None]
     cap = np.broadcast_to(np.asarray(cap, dtype=np.int64), c.shape[:1])[:, None]
@@ -1490,18 +1516,19 @@ def floor_edges(upper: float) -> np.ndarray:
     return np.ldexp(upper, np.arange(FLOOR_OCTAVES, -1, -1))
 
 
-def spread_floor_pick(x: Any, center: np.ndarray, upper: float, n_hat: int, plan: MeanPlan,
+def spread_floor_pick(x: Any, center: np.ndarray, upper: float, plan: MeanPlan,
                       gen: np.random.Generator) -> int:
     """The spread floor's released octave ``k̂`` (docs/proofs/mean.md §8c), ``plan.eps_floor``-DP:
     report-noisy-max with ``DLap(4/ε_f)`` of :func:`floor_utility` over the counts of rows within
-    ``U·2^k`` of ĉ (``distance_bins`` of the engine: one bin per row), ``n_low = n̂ − t`` and
-    ``K`` public. On a column whose core is one atom of tied values (a 0/1 column with a 10 %
+    ``U·2^k`` of ĉ (``distance_bins`` of the engine: one bin per row), relative to the true count
+    ``n`` (each ``u_k`` still moves by at most 2; before, the public ``n̂`` less the count noise's
+    5 % tail, 60 rows at ε = 1, which the minority then had to exceed too), ``K`` public. On a column whose core is one atom of tied values (a 0/1 column with a 10 %
     minority) ``U`` is the atom's scale and the clipping edges ``U … U·2^A`` never reach the other
     values (the robust rule then clipped them all); the floor lifts ``U`` to their octave."""
     bins = _source(x).distance_bins(center, floor_edges(upper))  # bin F + 1: within U
     within = np.cumsum(bins[::-1])[: FLOOR_OCTAVES + 1]  # C_k = #{u <= U·2^k}
-    n_low = max(0, int(n_hat) - dlap_tail_shift(1 / plan.eps_count, FLOOR_COUNT_BETA))
-    util = floor_utility(within[None, :], n_low, floor_cap(plan.eps_floor))[0]
+    n = int(bins.sum())  # the true count (every row in one bin): u_k still moves by at most 2
+    util = floor_utility(within[None, :], n, floor_cap(plan.eps_floor))[0]
     noisy = util + discrete_laplace(4 / plan.eps_floor, size=util.shape, rng=gen)
     return int(np.argmax(noisy))
 
@@ -1542,28 +1569,60 @@ def _far_threshold(tau: float, sd0: float) -> float:
 
 
 def _quantile_radius(x: np.ndarray, center: np.ndarray, upper: float, n_hat: int,
-                     eps_q: Fraction, gen: np.random.Generator, tau: float = float(TAIL_MIN)
-                     ) -> ClipChoice:
+                     eps_q: Fraction, gen: np.random.Generator, tau: float = float(TAIL_MIN),
+                     eps_count: Fraction | None = None) -> ClipChoice:
     """The final clipping radius: an ε_q-DP noisy histogram of distances to ĉ over
     :func:`clip_edges` (one row changes one bin by one; discrete Laplace per bin), then, as
-    post-processing with ``T̃_j`` the noisy count beyond ``e_j`` and ``sd_j`` its public sd:
+    post-processing with ``T̃_j`` the noisy count beyond ``e_j`` and ``sd_j`` its public sd
+    (:func:`noisy_tails`: the histogram summed from the top, combined with ``n̂`` minus the sum
+    from the bottom when ``n̂ = n + DLap(1/eps_count)``; ``eps_count=None``: from the top only):
 
     * far mass, ``T̃_0 > max(TAIL_FAR, τ) + 3·sd_0``: the robust rule, the least edge (scanning
       down, stopping at the first failure) with ``T̃_j + 2·sd_j <= CLIP_TAIL·n̂``;
     * else the tail rule: the least edge with ``T̃_j <= τ + TAIL_SD·sd_j`` (the last one passing,
       not the first failure); when no edge below the top passes (the noisy tails over the empty
       top bins are a random walk that can stay above the bound: about 0.5 % of runs with
-      ``TAIL_SD = 2``), the robust rule instead of the top edge.
+      ``TAIL_SD = 2``), the robust rule instead of the top edge — unless the next edge fails
+      clearly, ``T̃_1 > τ + TAIL_TOP_SD·sd_1`` (a mass just below the top edge): then the top edge.
     """
     edges = clip_edges(upper, n_hat)
     noisy = _source(x).distance_bins(center, edges) + discrete_laplace(1 / eps_q, size=edges.size + 1,
                                                                  rng=gen)
-    tails = np.cumsum(noisy[: edges.size]).astype(np.float64)  # tails[j] ≈ #{u > e_j}
-    sd = tail_sds(eps_q, edges.size)
+    tails, sd = noisy_tails(noisy, n_hat, eps_q, eps_count)  # tails[j] ≈ #{u > e_j}
     jj, robust = tail_rule(tails[None, :], sd, np.array([tau]), np.array([float(n_hat)]),
                            np.ones((1, edges.size), dtype=bool))
     j, rule = int(jj[0]), "robust" if robust[0] else "tail"
     return ClipChoice(float(edges[j]), float(tails[j]), float(sd[j]), rule)
+
+
+def dlap_variance(eps: Fraction) -> float:
+    """The variance ``2q/(1 − q)²``, ``q = e^{−ε}``, of ``DLap(1/ε)`` (public)."""
+    q = math.exp(-float(eps))
+    return 2.0 * q / (1.0 - q) ** 2
+
+
+def noisy_tails(noisy: np.ndarray, n_hat: int, eps_q: Fraction,
+                eps_count: Fraction | None) -> tuple[np.ndarray, np.ndarray]:
+    """The noisy tails ``T̃_j ≈ #{u > e_j}`` of a released distance histogram and their public
+    sds (post-processing; docs/proofs/mean.md §6). ``noisy``: the ``J + 2`` noisy bins (bin 0
+    beyond the top edge, bin ``J + 1`` within the lowest), each ``b_k + DLap(1/ε_q)``. Two
+    independent unbiased estimates of ``T_j = Σ_{k <= j} b_k``: from the top, ``A_j = Σ_{k <= j}
+    h̃_k`` (variance ``(j + 1)·v``), and, when ``n̂ = n + DLap(1/eps_count)`` (every row is in one
+    bin, so ``n = Σ_k b_k``), from the bottom, ``B_j = n̂ − Σ_{k > j} h̃_k`` (variance ``w + (J +
+    1 − j)·v``). ``T̃_j`` is their inverse-variance average, variance ``1/(1/var A + 1/var B)``:
+    from the top alone the sd grows like ``√j`` and at the lowest edges passed a 0/1 column's
+    minority (300 rows at n = 3·10⁴, ε = 1: ``3·sd ≈ 285``) as noise. ``eps_count=None``: ``A``
+    alone (``n̂`` not a noisy count)."""
+    size = noisy.size - 1
+    v = dlap_variance(eps_q)
+    top = np.cumsum(noisy[:size]).astype(np.float64)
+    var_top = np.arange(1, size + 1) * v
+    if eps_count is None:
+        return top, np.sqrt(var_top)
+    bottom = float(n_hat) - (float(np.sum(noisy)) - top)
+    var_bottom = dlap_variance(eps_count) + np.arange(size, 0, -1) * v
+    var = 1.0 / (1.0 / var_top + 1.0 / var_bottom)
+    return (top / var_top + bottom / var_bottom) * var, np.sqrt(var)
 
 
 def tail_sds(eps_q: Fraction, size: int) -> np.ndarray:
@@ -1591,7 +1650,11 @@ def tail_rule(tails: np.ndarray, sd: np.ndarray, tau: np.ndarray, n_hat: np.ndar
     tail_ok = (tails <= tau[:, None] + tail_sd * sd) & valid
     j_tail = np.where(tail_ok.any(axis=1), width - 1 - np.argmax(tail_ok[:, ::-1], axis=1), 0)
     far = tails[:, 0] > _far_threshold(tau, float(sd[0]))
-    robust = far | (j_tail == 0)
+    if width > 1:  # only the top passes: take it when the next edge fails clearly
+        top = (tails[:, 1] > tau + TAIL_TOP_SD * float(sd[1])) & valid[:, 1]
+    else:
+        top = np.zeros(tails.shape[0], dtype=bool)
+    robust = far | ((j_tail == 0) & ~top)
     return np.maximum(np.where(robust, j_rob, j_tail), 0), robust
 
 
