@@ -32,17 +32,20 @@ with public shares of the budget:
    up to three CoinPress-style refinement steps (Biswas et al. 2020): the sum of every finite row
    clipped to ``B(c, r + b)`` is released with discrete Gaussian (ρ-zCDP) or Laplace noise,
    ``c ← c + sum/n̂``, and ``b`` shrinks to the new public noise bound. The number of steps and
-   their share are chosen from public values (:func:`estimate_schedule`). Then an ε_q-DP noisy
-   histogram of the distances ``‖x_i − c‖`` over the public grid :func:`clip_edges` (from
+   their share are chosen from public values (:func:`estimate_schedule`). With ``radius=None``
+   an ε_f-DP spread floor (:func:`spread_floor_pick`; ε_f = ε/20, or ε/5 when the released
+   radius is the bottom of its grid) may first lift ``U`` to the octave of the rows beyond it (a
+   core of tied values). Then an ε_q-DP noisy histogram of the distances ``‖x_i − c‖`` over the public grid :func:`clip_edges` (from
    ``U·4√n̂`` down to ``U·2⁻⁶``, ``U = r + b``) gives the final clipping radius ``R``: the least
-   edge leaving about ``τ = O(√d/ε)`` rows outside (the tail rule: the clipping bias vanishes as
+   edge whose noisy tail (:func:`noisy_tails`: the histogram summed from the top, combined with
+   ``n̂`` minus its sum from the bottom) leaves about ``τ = O(√d/ε)`` rows outside (the tail rule: the clipping bias vanishes as
    n·ε grows, docs/proofs/mean.md §8), or, when a mass of rows lies beyond the top edge, the
    median distance (robust rule, :data:`CLIP_TAIL`). The final clipped sum gives
    ``mean = c + sum/n̂``; ⊥ if ``n̂ < 1``. The release carries ``n̂``, ``R``, the noisy count of
    rows outside and :meth:`MeanRelease.confidence_intervals` (noise only).
 
 The steps compose sequentially (adaptive composition; the Gaussian sums in ρ, converted once with
-Canonne–Kamath–Steinke): the release is ``(ε_n + ε_sel + ε_loc + ε_q + ε_sum, δ_loc + δ_sum)``-DP
+Canonne–Kamath–Steinke): the release is ``(ε_n + ε_sel + ε_loc + ε_f + ε_q + ε_sum, δ_loc + δ_sum)``-DP
 under add/remove neighbours, at most the requested (ε, δ). :func:`mean_plan` computes every
 scale from public inputs only.
 """
