@@ -124,8 +124,8 @@ _SHARE_FLOOR = Fraction(1, 20)
 #: ... when the released friendship radius is the bottom of its grid (public: the core's scale is
 #: below the grid, e.g. one atom of tied values, and the floor decides whether the other rows are
 #: clipped): this share instead, also from the sums. At ε/20 (cap K = 561 rows at ε = 1) a 0/1
-#: column with 2 % or 3 % ones at n = 12000 / 15000 released its atom (58–198× the range oracle,
-#: 12 runs each); at ε/5 0.28–0.67×.
+#: column with 2 % or 3 % ones at n = 12000 / 15000 released its atom (71–150× the range oracle,
+#: 12 runs each, with the former floor and tails); now 0.38–1.63× (benchmarks/mean_floor_tails.py).
 _SHARE_FLOOR_TIED = Fraction(1, 5)
 #: The floor's candidates ``U·2^k``, ``k = 0 … FLOOR_OCTAVES`` (public).
 FLOOR_OCTAVES = 120
