@@ -34,8 +34,9 @@ from privagg import private_mean  # noqa: E402
 from privagg.noise.samplers import discrete_laplace  # noqa: E402
 from utility import DELTA, range_oracle  # noqa: E402
 
-SHIPPED = dict(noisy_tails=M.noisy_tails, TAIL_TOP_SD=M.TAIL_TOP_SD,
-               _SHARE_FLOOR_TIED=M._SHARE_FLOOR_TIED, spread_floor_pick=M.spread_floor_pick)
+SHIPPED = dict(TAIL_TOP_SD=M.TAIL_TOP_SD, _SHARE_FLOOR_TIED=M._SHARE_FLOOR_TIED,
+               spread_floor_pick=M.spread_floor_pick)
+QUANTILE = M._quantile_radius
 
 
 def _old_floor(x, center, upper, plan, gen):
@@ -67,8 +68,6 @@ def configure(before: bool) -> None:
             setattr(M, k, v)
         M._quantile_radius = _old_quantile(QUANTILE)
 
-
-QUANTILE = M._quantile_radius
 
 
 def sample(name: str, n: int, d: int, g: np.random.Generator) -> np.ndarray:

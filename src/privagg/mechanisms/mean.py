@@ -1628,13 +1628,6 @@ def noisy_tails(noisy: np.ndarray, n_hat: int, eps_q: Fraction,
     return (top / var_top + bottom / var_bottom) * var, np.sqrt(var)
 
 
-def tail_sds(eps_q: Fraction, size: int) -> np.ndarray:
-    """Public sds of the noisy tails ``T̃_j`` (``j = 0 … size − 1``): the sum of ``j + 1``
-    independent ``DLap(1/ε_q)`` draws, ``sd_j = √((j + 1)·2q/(1 − q)²)``, ``q = e^{−ε_q}``."""
-    q = math.exp(-float(eps_q))
-    return np.sqrt(np.arange(1, size + 1) * 2.0 * q / (1.0 - q) ** 2)
-
-
 def tail_rule(tails: np.ndarray, sd: np.ndarray, tau: np.ndarray, n_hat: np.ndarray,
               valid: np.ndarray, tail_sd: float = TAIL_SD) -> tuple[np.ndarray, np.ndarray]:
     """The clipping-radius rule of :func:`_quantile_radius`, vectorized over rows (one row per

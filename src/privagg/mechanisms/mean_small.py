@@ -69,13 +69,14 @@ from ..noise.samplers import discrete_laplace
 
 #: The coordinate plan runs when the released ``n̂·ε/d`` is below this (public; d <= COORD_NARROW_D).
 COORD_SAMPLE = 2500
-#: ... and for d = 1 below ``n̂·ε <`` this instead (public). Measured (40 runs, ε = 1, seed
-#: 20261207; median error over the range oracle's, FriendlyCore plan → coordinate plan): 0/1 with
-#: 5 % ones at n = 5000 / 10⁴ 60.3× / 167× → 2.63× / 1.78× (fewer minority rows than the spread
-#: floor's cap: the FriendlyCore plan released the atom), Exponential(1) 4.00× / 2.40× → 0.77× /
-#: 1.28×, N(0, 1) 0.20× / 0.21× → 0.33× / 0.25×, lognormal 3.69× / 4.55× → 3.47× / 5.86×; at 3·10⁴
-#: the coordinate plan is the worse one (Exponential 2.39× → 6.50×, lognormal 2.90× → 8.23×,
-#: 20 runs); benchmarks/mean_d1_gate.py, docs/utility/mean.md.
+#: ... and for d = 1 below ``n̂·ε <`` this instead (public). Measured with the spread floor and
+#: tails of 2026-12-03 (20 runs, ε = 1, seed 20261302; median error over the range oracle's,
+#: FriendlyCore plan → coordinate plan, n = 3000 / 5000 / 10⁴): 0/1 with 2 % ones 16.3× / 26.3× /
+#: 1.25× → 1.58× / 1.22× / 2.10× (100 ones: fewer than the floor detects), 5 % 47.9× / 0.37× /
+#: 0.95× → 1.74× / 1.17× / 2.29×, 10 % 0.56× / 0.75× / 0.94× → 1.09× / 2.94× / 3.39×,
+#: Exponential(1) 4.01× / 3.02× / 3.56× → 0.71× / 0.54× / 0.87×; at 3·10⁴ the coordinate plan is the
+#: worse one (Exponential 2.39× → 6.50×, lognormal 2.90× → 8.23×, 20 runs, seed 20261206, with the
+#: floor before); benchmarks/mean_d1_gate.py, docs/utility/mean.md.
 COORD_SAMPLE_1D = 12_000
 #: Only for d <= this (public; measured up to d = 20: N(7, 1) and mixed units 1 … 1000 at
 #: n = 1000, 3000, ε = 1, 0.98–1.98× the range oracle, where the isotropic FriendlyCore plans were
