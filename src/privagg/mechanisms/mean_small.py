@@ -38,7 +38,10 @@ exponential mechanism at ε is ε²/8-zCDP), and the rest, pure, for the d clipp
    Δ = 1: weights ``exp(ε·u)``), base measure :func:`clip_log_prior` (the public noise cost of
    the radius); then the sum of ``x_ij − c_j`` clipped to ``[−R_j, R_j]``, ``R_j = K_j·s_j`` on
    the radius grid, discrete Laplace on its grid (``_noisy_clipped_release`` with d = 1); mean
-   ``c_j + sum_j/n̂``. (A fixed K = 7 clipped a 0/1 column at 7–16× its range: issue 11.)
+   ``c_j + sum_j/n̂``. (A fixed K = 7 clipped a 0/1 column at 7–16× its range: issue 11.) A
+   column of the annulus path (cell around 0 or point cell) uses :data:`ZERO_CLIP_KS` (the grid
+   points inside its annulus first) with the extra decay :data:`ZERO_CLIP_RATE`
+   (:func:`clip_multiples`).
 
 If some ``L_j > COORD_LEVELS`` or a refined cell stays wider than :data:`COORD_SWITCH_WIDTH`
 second spreads (data far from 0 relative to their spread: 1e6 ± 1), and the FriendlyCore plan could
@@ -137,6 +140,19 @@ COORD_CLIP_KS = (1.25, 2.0, 3.0, 5.0, 7.0)
 #: the clipped sum, ``√2·K·s/ε_sum``, in units of the spread s, against one clipped row's bias,
 #: about s): the base measure of step 5 is ``exp(−ε_clip·COORD_CLIP_COST·K/(2·ε_sum))``.
 COORD_CLIP_COST = 1.4
+#: Step 5's ladder for a column in the annulus path (its cell is the one around 0 or a point cell;
+#: public): the grid points inside the released annulus ``[s·2^{−5/4}, s)``, ``s·2^{−j/4}`` for
+#: j = 5 … 1, then 1 and COORD_CLIP_KS. There ``s`` is the outer edge of the annulus holding the
+#: most untied rows (on a 0/1 column ``s ∈ (1, 2^{5/4}]``), so a radius inside it can clip nothing
+#: (R = 1 on a 0/1 column); with COORD_CLIP_KS alone R was at least 1.25·s (issue 11: binary10
+#: 3.7–4.1× the range oracle in docs/utility/mean_real.md).
+ZERO_CLIP_KS = tuple(2.0 ** (-j / 4) for j in range(5, 0, -1)) + (1.0,) + COORD_CLIP_KS
+#: ... and that path's extra base-measure decay ``exp(−ZERO_CLIP_RATE·K)`` (public). With tied data
+#: every multiple that covers the untied atom clips nothing, the utility is flat there, and the
+#: mechanism's temperature (1/ε_clip, about 12 rows at ε = 1, d = 1) spread the pick over the
+#: ladder (median R 3.4 on a 0/1 column with p = 0.1); 0, 0.25, 0.5, 1 and 2 were measured
+#: (benchmarks/mean_zero_clip.py): above 0.25 zero-inflated continuous columns lost more.
+ZERO_CLIP_RATE = 0.25
 #: Subcells per refinement level, and the most levels the plan runs before it switches to the
 #: FriendlyCore plan (when that plan cannot release at n̂, it runs COORD_LEVELS levels instead).
 COORD_BRANCH = 32
@@ -248,20 +264,28 @@ def clip_utility(outside: np.ndarray) -> np.ndarray:
     return -np.asarray(outside, dtype=np.int64)
 
 
-def clip_log_prior(e_clip: Fraction, eps_sum: Fraction) -> np.ndarray:
+def clip_log_prior(e_clip: Fraction, eps_sum: Fraction, ladder: tuple = COORD_CLIP_KS) -> np.ndarray:
     """``ln μ_i = −ε_clip·COORD_CLIP_COST·K_i/ε_sum`` over :data:`COORD_CLIP_KS` (public): with
     the weights ``exp(ε_clip·u_i)`` of step 5 (a monotone utility, :func:`clip_utility`), the
     exponential mechanism on ``−O_i − COORD_CLIP_COST·K_i/ε_sum`` (clipped rows against the
     clipped sum's noise in rows, both in units of the spread), the public part as base measure."""
     lam = COORD_CLIP_COST / float(eps_sum)
-    return -float(e_clip) * lam * np.asarray(COORD_CLIP_KS, dtype=np.float64)
+    return -float(e_clip) * lam * np.asarray(ladder, dtype=np.float64)
 
 
-def clip_candidates(spread: np.ndarray) -> np.ndarray:
-    """The public candidate radii ``_grid_up(K_i·s_j)`` (d, len(COORD_CLIP_KS))."""
+def clip_scales(spread: np.ndarray, ladder: tuple = COORD_CLIP_KS) -> np.ndarray:
+    """The public products ``K_i·s_j`` (d, len(ladder)); for :data:`ZERO_CLIP_KS` lowered by 2⁻⁴⁰
+    (relative), so that ``2^{−j/4}·2^{k/4}`` (a grid point up to rounding) is not lifted to the
+    next grid step by :func:`clip_candidates`."""
+    low = 1.0 - 2.0**-40 if ladder is ZERO_CLIP_KS else 1.0
+    return np.asarray(spread, dtype=np.float64)[:, None] * np.asarray(ladder, dtype=np.float64) * low
+
+
+def clip_candidates(spread: np.ndarray, ladder: tuple = COORD_CLIP_KS) -> np.ndarray:
+    """The public candidate radii ``_grid_up(K_i·s_j)`` (:func:`clip_scales`; d, len(ladder))."""
     from .mean import _grid_up
 
-    return np.array([[_grid_up(k * s) for k in COORD_CLIP_KS] for s in np.asarray(spread).tolist()])
+    return np.array([[_grid_up(v) for v in row] for row in clip_scales(spread, ladder).tolist()])
 
 
 def _octave(v: np.ndarray) -> np.ndarray:
@@ -586,6 +610,37 @@ def centred_spread(source: Any, center: np.ndarray, n: int, eps: Fraction, ancho
     return grid[pick]
 
 
+def clip_multiples(source: Any, center: np.ndarray, spread: np.ndarray, zero: np.ndarray, n: int,
+                   bud: CoordinateBudget, gen: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Step 5: per column the clip multiple ``K_j``, its scale ``K_j·s_j`` (:func:`clip_scales`) and
+    the radius ``R_j`` = ``_grid_up`` of the scale (:func:`clip_candidates`):
+    the exponential mechanism on :func:`clip_utility` (monotone: weights ``exp(ε_clip·u)``, the
+    sampler's ``exp(ε·u/2)`` at ``2·ε_clip``) over :data:`COORD_CLIP_KS`, or over
+    :data:`ZERO_CLIP_KS` with the extra decay :data:`ZERO_CLIP_RATE` for the columns of the public
+    mask ``zero`` (drawn after the others); base measure :func:`clip_log_prior`. One data pass per
+    ladder."""
+    multiple, scale, radii = np.empty(spread.size), np.empty(spread.size), np.empty(spread.size)
+    for mask, ladder, extra in ((~zero, COORD_CLIP_KS, 0.0), (zero, ZERO_CLIP_KS, ZERO_CLIP_RATE)):
+        idx = np.flatnonzero(mask)
+        if idx.size == 0:
+            continue
+        cand = clip_candidates(spread[idx], ladder)
+        edges = [np.zeros(0)] * spread.size
+        with np.errstate(over="ignore", invalid="ignore"):
+            for i, j in enumerate(idx.tolist()):  # over columns
+                edges[j] = np.concatenate([center[j] - cand[i], np.nextafter(center[j] + cand[i], np.inf)])
+        below = source.below_counts(edges)
+        k_n = len(ladder)
+        util = np.stack([clip_utility(clip_outside_counts(below[j][:k_n], below[j][k_n:], n))
+                         for j in idx.tolist()])  # over columns
+        prior = clip_log_prior(bud.e_clip, bud.eps_sum, ladder) - extra * np.asarray(ladder, dtype=np.float64)
+        pick = exponential_mechanism(util, base_measure(prior), 2 * bud.e_clip, gen)
+        multiple[idx] = np.asarray(ladder, dtype=np.float64)[pick]
+        scale[idx] = clip_scales(spread[idx], ladder)[np.arange(idx.size), pick]
+        radii[idx] = cand[np.arange(idx.size), pick]
+    return multiple, scale, radii
+
+
 def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Generator,
                     delta: Any = Fraction(1, 10**6), may_switch: bool = True) -> dict[str, Any] | None:
     """Steps 1–5 of the module docstring on the finite rows ``x`` (n, d) — an array or a
@@ -654,20 +709,7 @@ def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Genera
                 return None  # the center is not resolved at the data's spread: far data
     # 5. the clip multiple per column: the exponential mechanism (Δ = 1) on −#{|x − c| > K_i·s}
     #    over the public ladder COORD_CLIP_KS, base measure the public cost of the radius
-    cand = clip_candidates(spread)
-    with np.errstate(over="ignore", invalid="ignore"):
-        edges = [np.concatenate([center[j] - cand[j], np.nextafter(center[j] + cand[j], np.inf)])
-                 for j in range(d)]  # over columns
-    below = source.below_counts(edges)
-    k_n = len(COORD_CLIP_KS)
-    util = np.stack([clip_utility(clip_outside_counts(below[j][:k_n], below[j][k_n:], n))
-                     for j in range(d)])  # over columns
-    #    (monotone utility: weights exp(ε_clip·u), i.e. the sampler's exp(ε·u/2) at ε = 2·ε_clip)
-    pick = exponential_mechanism(util, base_measure(clip_log_prior(bud.e_clip, bud.eps_sum)),
-                                 2 * bud.e_clip, gen)
-    multiple = np.asarray(COORD_CLIP_KS, dtype=np.float64)[pick]
-    scale = multiple * spread  # released: R_j = _grid_up(scale_j) = cand[j, pick_j]
-    radii = cand[np.arange(d), pick]
+    multiple, scale, radii = clip_multiples(source, center, spread, zero, n, bud, gen)  # R_j = _grid_up(scale_j)
     # 5b. clipped sums, one coordinate at a time (discrete Laplace, ε_sum-DP each)
     mean = np.empty(d)
     params, steps_g = np.empty(d), np.empty(d)
