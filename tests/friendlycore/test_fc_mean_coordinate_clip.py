@@ -40,7 +40,7 @@ def test_clip_utility_known_answers():
     assert outside(x, 0.0, radii).tolist() == [6, 4, 3, 2, 1, 0]
     assert S.clip_utility(outside(x, 0.0, radii)).tolist() == [-6, -4, -3, -2, -1, 0]
     assert outside(x, 2.0, np.array([0.5, 8.0])).tolist() == [6, 0]
-    # the candidates: _grid_up(K·s) for the public ladder (top = COORD_K = 7)
+    # the candidates: _grid_up(K·s) for the public ladder (top = COORD_K = 40)
     assert S.COORD_CLIP_KS[-1] == S.COORD_K
     cand = S.clip_candidates(np.array([1.0, 0.5]))
     assert cand.shape == (2, len(S.COORD_CLIP_KS)) and cand[0, 1] == 2.0 and cand[1, 1] == 1.0
@@ -66,9 +66,10 @@ def test_clip_utility_sensitivity_one_and_monotone():
     assert worst == 1
 
 
-# D: c = 0, s = 1, candidates R = _grid_up(K) ≈ 1.30, 2, 3.08, 5.19, 7.34; one row at 1.5 beyond
-# R_0. D' adds 2.5 (beyond R_0 and R_1): u moves by (−1, −1, 0, 0, 0). Closed-form loss 1.69 at
-# ε = 2 (weights exp(ε·u)); 3.7 at 4 (the negative control).
+# D: c = 0, s = 1, candidates R = _grid_up(K) ≈ 1.30, 2, 3.08, 5.19, 7.34, 10.4, …, 41.5; one row
+# at 1.5 beyond R_0. D' adds 2.5 (beyond R_0 and R_1): u moves by (−1, −1, 0, …, 0). Closed-form
+# loss printed (1.69 at ε = 2 with the ladder's top at 7; weights exp(ε·u)); about 3.7 at 4 (the
+# negative control).
 CLIP_D = np.array([0.0, 0.0, 0.0, 1.5])
 CLIP_Z = 2.5
 
@@ -97,7 +98,7 @@ def test_clip_step_audit_within_epsilon():
     """The step as run (the sampler at 2ε: weights exp(ε·u)) on the worst-case pair: no violation
     of ε (false-failure rate 10⁻³ at confidence 0.999) and a lower bound of at least 0.5·ε."""
     u0, u1, mu = clip_pair()
-    assert (u1 - u0).tolist() == [-1, -1, 0, 0, 0]
+    assert (u1 - u0).tolist() == [-1, -1] + [0] * (len(S.COORD_CLIP_KS) - 2)
     loss = exact_loss(u0, u1, mu, float(EPS))
     print(f"seed={SEED} closed-form loss {loss:.3f} at ε = {float(EPS)}")
     assert 0.8 * float(EPS) <= loss <= float(EPS)
@@ -149,7 +150,7 @@ def test_zero_ladder_known_answers():
     assert S.ZERO_CLIP_KS[6:] == S.COORD_CLIP_KS
     ks = np.arange(-40, 41)
     spread = np.exp2(ks / 4.0)
-    cand = S.clip_candidates(spread, S.ZERO_CLIP_KS)
+    cand = S.clip_candidates(spread, S.ZERO_CLIP_KS, lower=True)
     want = np.exp2((ks[:, None] - np.arange(5, -1, -1)[None, :]) / 4.0)
     assert np.allclose(cand[:, :6], want, rtol=1e-12, atol=0.0)
     assert np.array_equal(S.clip_candidates(spread), np.array([[_grid_up(k * s) for k in S.COORD_CLIP_KS]

@@ -33,7 +33,7 @@ exponential mechanism at ε is ε²/8-zCDP), and the rest, pure, for the d clipp
    (exponential mechanism, cell utility, ρ_levels/L_j each); the center is the last cell's midpoint;
 4. for columns with ``L_j >= 1`` a second spread ``s2`` around the refined center (as step 2,
    the rows on the refined cell's left edge also tied: :func:`edge_tied_counts`);
-5. the clip multiple ``K_j`` from the public ladder :data:`COORD_CLIP_KS` (1.25 … 7): the
+5. the clip multiple ``K_j`` from the public ladder :data:`COORD_CLIP_KS` (1.25 … 40): the
    exponential mechanism on :func:`clip_utility` (minus the rows beyond ``K_i·s_j``; monotone,
    Δ = 1: weights ``exp(ε·u)``), base measure :func:`clip_log_prior` (the public noise cost of
    the radius); then the sum of ``x_ij − c_j`` clipped to ``[−R_j, R_j]``, ``R_j = K_j·s_j`` on
@@ -128,14 +128,18 @@ COORD_SPREAD_TOL = 4
 #: The octave cells of step 1 start at ``[−2^{CELL_E_MIN}, 2^{CELL_E_MIN})`` (around 0).
 CELL_E_MIN = -1022
 #: The largest clipping half-width in released spreads (``R_j = K·s_j``; ``s_j`` is 1 … 2^(5/4)
-#: times the untied median distance to the center, about 0.67σ for Gaussian data: R about
-#: 4.7σ … 11σ). Until the clip-multiple step it was the only one; then measured against K = 8 and
-#: 10 (40 runs; N(7, 1), Exp(1), lattice, diabetes, cars): 7 was best or within the runs' noise.
-COORD_K = 7.0
+#: times the untied median distance to the center, about 0.67σ for Gaussian data). Until the
+#: clip-multiple step a fixed K = 7 was the only one (measured then against K = 8 and 10 as a
+#: fixed multiple); the ladder's top was 7 until 2026-12-03, when heavy tails at d = 1 (Pareto(3),
+#: lognormal, n = 10⁴: hundreds of rows beyond 7 spreads, a bias that does not shrink with n)
+#: lifted it to 40 (benchmarks/mean_clip_ladder.py).
+COORD_K = 40.0
 #: The public ladder of clip multiples of step 5 (``R_j = K_i·s_j``, one chosen per column by
 #: the exponential mechanism on :func:`clip_utility`); its top is COORD_K. A fixed K = 7 was 7–16
 #: times the range of a 0/1 column (``s_j`` about 1 there): 3.6–8.5× the range oracle (issue 11).
-COORD_CLIP_KS = (1.25, 2.0, 3.0, 5.0, 7.0)
+#: Above 7 the steps grow by about √2 (the base measure's cost keeps the large multiples rare
+#: unless rows lie beyond the smaller ones).
+COORD_CLIP_KS = (1.25, 2.0, 3.0, 5.0, 7.0, 10.0, 14.0, 20.0, 28.0, 40.0)
 #: The public cost of a clip multiple K in rows: ``COORD_CLIP_COST·K/ε_sum`` (about the noise of
 #: the clipped sum, ``√2·K·s/ε_sum``, in units of the spread s, against one clipped row's bias,
 #: about s): the base measure of step 5 is ``exp(−ε_clip·COORD_CLIP_COST·K/(2·ε_sum))``.
@@ -151,7 +155,7 @@ ZERO_CLIP_KS = tuple(2.0 ** (-j / 4) for j in range(5, 0, -1)) + (1.0,) + COORD_
 #: every multiple that covers the untied atom clips nothing, the utility is flat there, and the
 #: mechanism's temperature (1/ε_clip, about 12 rows at ε = 1, d = 1) spread the pick over the
 #: ladder (median R 3.4 on a 0/1 column with p = 0.1); 0, 0.25, 0.5, 1 and 2 were measured
-#: (benchmarks/mean_zero_clip.py): above 0.25 zero-inflated continuous columns lost more.
+#: (benchmarks/mean_clip_ladder.py): above 0.25 zero-inflated continuous columns lost more.
 ZERO_CLIP_RATE = 0.25
 #: Subcells per refinement level, and the most levels the plan runs before it switches to the
 #: FriendlyCore plan (when that plan cannot release at n̂, it runs COORD_LEVELS levels instead).
@@ -273,19 +277,19 @@ def clip_log_prior(e_clip: Fraction, eps_sum: Fraction, ladder: tuple = COORD_CL
     return -float(e_clip) * lam * np.asarray(ladder, dtype=np.float64)
 
 
-def clip_scales(spread: np.ndarray, ladder: tuple = COORD_CLIP_KS) -> np.ndarray:
-    """The public products ``K_i·s_j`` (d, len(ladder)); for :data:`ZERO_CLIP_KS` lowered by 2⁻⁴⁰
-    (relative), so that ``2^{−j/4}·2^{k/4}`` (a grid point up to rounding) is not lifted to the
-    next grid step by :func:`clip_candidates`."""
-    low = 1.0 - 2.0**-40 if ladder is ZERO_CLIP_KS else 1.0
+def clip_scales(spread: np.ndarray, ladder: tuple = COORD_CLIP_KS, lower: bool = False) -> np.ndarray:
+    """The public products ``K_i·s_j`` (d, len(ladder)); with ``lower`` (the annulus path's
+    :data:`ZERO_CLIP_KS`) lowered by 2⁻⁴⁰ (relative), so that ``2^{−j/4}·2^{k/4}`` (a grid point
+    up to rounding) is not lifted to the next grid step by :func:`clip_candidates`."""
+    low = 1.0 - 2.0**-40 if lower else 1.0
     return np.asarray(spread, dtype=np.float64)[:, None] * np.asarray(ladder, dtype=np.float64) * low
 
 
-def clip_candidates(spread: np.ndarray, ladder: tuple = COORD_CLIP_KS) -> np.ndarray:
+def clip_candidates(spread: np.ndarray, ladder: tuple = COORD_CLIP_KS, lower: bool = False) -> np.ndarray:
     """The public candidate radii ``_grid_up(K_i·s_j)`` (:func:`clip_scales`; d, len(ladder))."""
     from .mean import _grid_up
 
-    return np.array([[_grid_up(v) for v in row] for row in clip_scales(spread, ladder).tolist()])
+    return np.array([[_grid_up(v) for v in row] for row in clip_scales(spread, ladder, lower).tolist()])
 
 
 def _octave(v: np.ndarray) -> np.ndarray:
@@ -620,11 +624,11 @@ def clip_multiples(source: Any, center: np.ndarray, spread: np.ndarray, zero: np
     mask ``zero`` (drawn after the others); base measure :func:`clip_log_prior`. One data pass per
     ladder."""
     multiple, scale, radii = np.empty(spread.size), np.empty(spread.size), np.empty(spread.size)
-    for mask, ladder, extra in ((~zero, COORD_CLIP_KS, 0.0), (zero, ZERO_CLIP_KS, ZERO_CLIP_RATE)):
-        idx = np.flatnonzero(mask)
+    for lower, ladder, extra in ((False, COORD_CLIP_KS, 0.0), (True, ZERO_CLIP_KS, ZERO_CLIP_RATE)):
+        idx = np.flatnonzero(zero == lower)
         if idx.size == 0:
             continue
-        cand = clip_candidates(spread[idx], ladder)
+        cand = clip_candidates(spread[idx], ladder, lower)
         edges = [np.zeros(0)] * spread.size
         with np.errstate(over="ignore", invalid="ignore"):
             for i, j in enumerate(idx.tolist()):  # over columns
@@ -636,7 +640,7 @@ def clip_multiples(source: Any, center: np.ndarray, spread: np.ndarray, zero: np
         prior = clip_log_prior(bud.e_clip, bud.eps_sum, ladder) - extra * np.asarray(ladder, dtype=np.float64)
         pick = exponential_mechanism(util, base_measure(prior), 2 * bud.e_clip, gen)
         multiple[idx] = np.asarray(ladder, dtype=np.float64)[pick]
-        scale[idx] = clip_scales(spread[idx], ladder)[np.arange(idx.size), pick]
+        scale[idx] = clip_scales(spread[idx], ladder, lower)[np.arange(idx.size), pick]
         radii[idx] = cand[np.arange(idx.size), pick]
     return multiple, scale, radii
 
