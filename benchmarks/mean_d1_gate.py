@@ -10,8 +10,9 @@ Default mode: per set and n, the median over the runs of |estimate − x̄| in s
 (``range_oracle`` of benchmarks/utility.py), for ``friendlycore`` (the d = 1 gate set to the
 d = 2 one, COORD_SAMPLE = 2500: the FriendlyCore plan above n̂·ε = 2500) and ``coordinate``
 (gate 10⁹: the coordinate plan at every n̂), side by side with the same data, and the seconds
-per release. Sets: ``binP`` 0/1 with P ones, ``exp`` Exp(1), ``logn`` lognormal(0, 1), ``norm``
-N(0, 1); fresh data per run.
+per release. Sets: ``binP`` 0/1 with P ones, ``exp`` Exp(1), ``logn`` lognormal(0, 1),
+``logn1.5`` lognormal(0, 1.5), ``pareto`` Pareto(3) (x_m = 1), ``norm`` N(0, 1); fresh data per
+run. ``--se``: the medians in standard errors instead of the ratios (the ε = 100 target: <= 2 SE).
 
 ``--floor SHARE,BETA`` (e.g. ``1/10,1e-2``): the second column is instead the FriendlyCore plan
 with the spread floor's share ``mean._SHARE_FLOOR`` and ``mean.FLOOR_BETA`` set to these (its cap
@@ -53,6 +54,10 @@ def sample(name: str, n: int, g: np.random.Generator) -> np.ndarray:
         return g.lognormal(0.0, 1.0, size=(n, 1))
     if name == "norm":
         return g.normal(size=(n, 1))
+    if name == "logn1.5":
+        return g.lognormal(0.0, 1.5, size=(n, 1))
+    if name == "pareto":
+        return g.pareto(3.0, size=(n, 1)) + 1.0
     raise SystemExit(f"unknown set {name!r}")
 
 
@@ -71,7 +76,8 @@ def side_by_side(args: argparse.Namespace) -> None:
         configs["coordinate"] = (S.COORD_SAMPLE, (Fraction(share), float(beta)))
         print(f"second column: the FriendlyCore plan with floor share {share}, beta {beta}")
     second = "floor variant" if args.floor else "coordinate"
-    print(f"set | n | friendlycore/oracle | {second}/oracle | s/run friendlycore | s/run {second}")
+    unit = "SE" if args.se else "oracle"
+    print(f"set | n | friendlycore/{unit} | {second}/{unit} | s/run friendlycore | s/run {second}")
     for name in args.sets:
         for n in args.n:
             med, secs = {}, {}
@@ -88,7 +94,7 @@ def side_by_side(args: argparse.Namespace) -> None:
                     t += time.perf_counter() - t0
                     errs.append(np.inf if np.isnan(e) else abs(e))
                     oracle.append(abs(range_oracle(x, args.eps, g)[0] - x.mean()) / se)
-                med[label] = np.median(errs) / np.median(oracle)
+                med[label] = np.median(errs) / (1.0 if args.se else np.median(oracle))
                 secs[label] = t / args.runs
             print(f"{name} | {n} | {med['friendlycore']:.2f} | {med['coordinate']:.2f} | "
                   f"{secs['friendlycore']:.3f} | {secs['coordinate']:.3f}", flush=True)
@@ -113,6 +119,7 @@ def tail(args: argparse.Namespace) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tail", action="store_true")
+    p.add_argument("--se", action="store_true", help="medians in standard errors, not over the oracle's")
     p.add_argument("--runs", type=int)
     p.add_argument("--seed", type=int)
     p.add_argument("--sets", type=lambda t: t.split(","), default=["bin0.1", "bin0.05", "exp", "logn", "norm"])

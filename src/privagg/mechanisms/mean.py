@@ -797,7 +797,7 @@ def private_mean(
     noisy sum of all points clipped to a ball around it, over a noisy count, after a few
     refinement steps and with a privately chosen clipping radius (module docstring).
 
-    Small samples (``radius=None``, d <= 20, released ``n̂·ε < 12000`` at d = 1,
+    Small samples (``radius=None``, d <= 20, released ``n̂·ε < 32768`` at d = 1,
     ``n̂·ε/d < 2500`` at d = 2, ``n̂·ε/d < 1500`` at d >= 3; also on Spark;
     :func:`privagg.mechanisms.mean_small.plan_runs`): the
     coordinate plan instead (:mod:`privagg.mechanisms.mean_small`, docs/proofs/mean.md §11;

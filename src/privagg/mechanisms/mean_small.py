@@ -72,15 +72,18 @@ from ..noise.samplers import discrete_laplace
 
 #: The coordinate plan runs when the released ``n̂·ε/d`` is below this (public; d <= COORD_NARROW_D).
 COORD_SAMPLE = 2500
-#: ... and for d = 1 below ``n̂·ε <`` this instead (public). Measured with the spread floor and
-#: tails of 2026-12-03 (20 runs, ε = 1, seed 20261302; median error over the range oracle's,
-#: FriendlyCore plan → coordinate plan, n = 3000 / 5000 / 10⁴): 0/1 with 2 % ones 16.3× / 26.3× /
-#: 1.25× → 1.58× / 1.22× / 2.10× (100 ones: fewer than the floor detects), 5 % 47.9× / 0.37× /
-#: 0.95× → 1.74× / 1.17× / 2.29×, 10 % 0.56× / 0.75× / 0.94× → 1.09× / 2.94× / 3.39×,
-#: Exponential(1) 4.01× / 3.02× / 3.56× → 0.71× / 0.54× / 0.87×; at 3·10⁴ the coordinate plan is the
-#: worse one (Exponential 2.39× → 6.50×, lognormal 2.90× → 8.23×, 20 runs, seed 20261206, with the
-#: floor before); benchmarks/mean_d1_gate.py, docs/utility/mean.md.
-COORD_SAMPLE_1D = 12_000
+#: ... and for d = 1 below ``n̂·ε <`` this instead (public). Raised from 12,000 when the clip
+#: ladder went on to 40 spreads (2026-12-03; before, at 3·10⁴ the coordinate plan was the worse
+#: one: Exponential 2.39× → 6.50×, lognormal 2.90× → 8.23× the range oracle, FriendlyCore →
+#: coordinate). Measured after (``benchmarks/mean_d1_gate.py --runs 20 --seed 20261302``, ε = 1,
+#: median error over the range oracle's, FriendlyCore → coordinate, n = 1.5·10⁴ / 3·10⁴ / 10⁵):
+#: Exponential(1) 5.02 / 3.33 / 1.77 → 0.68 / 0.37 / 0.22, lognormal(0, 1) 2.80 / 2.09 / 4.85 →
+#: 0.71 / 0.86 / 1.67, Pareto(3) 2.11 / 3.29 / 2.27 → 0.99 / 1.64 / 1.75, 0/1 with 10 % ones
+#: 0.63 / 0.51 / 0.86 → 1.03 / 0.73 / 0.93, N(0, 1) 0.15 / 0.23 / 0.32 → 0.33 / 0.51 / 0.27; but
+#: lognormal(0, 1.5) 7.85 / 2.75 / 2.91 → 2.95 / 3.14 / 12.85: a fixed top multiple clips a fixed
+#: share of a heavy tail, a bias that grows in standard errors with n (at ε = 100, n = 10⁴: 2.10 SE
+#: against 0.02), so the gate stays below 10⁵: 2^15.
+COORD_SAMPLE_1D = 32_768
 #: Only for d <= this (public; measured up to d = 20: N(7, 1) and mixed units 1 … 1000 at
 #: n = 1000, 3000, ε = 1, 0.98–1.98× the range oracle, where the isotropic FriendlyCore plans were
 #: 0.16–0.27× on N(7, 1) but 23–61× on mixed units). Was 5, with a lower gate ``n̂·ε/d >= 150``
