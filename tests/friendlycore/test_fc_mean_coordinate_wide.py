@@ -51,9 +51,9 @@ def test_plan_runs_is_a_public_gate():
     # d >= 3: only below COORD_WIDE_MAX·d, where the FriendlyCore scale step cannot run yet
     assert S.plan_runs(4499, one, 3) and not S.plan_runs(4500, one, 3) and not S.plan_runs(6000, one, 3)
     assert S.plan_runs(4999, one, 2) and not S.plan_runs(5000, one, 2)  # d = 2 keeps COORD_SAMPLE·d
-    # d = 1: below COORD_SAMPLE_1D = 12000 (was COORD_SAMPLE = 2500)
-    assert S.plan_runs(11999, one, 1) and not S.plan_runs(12000, one, 1) and S.plan_runs(2500, one, 1)
-    assert S.plan_runs(1199, Fraction(10), 1) and not S.plan_runs(1200, Fraction(10), 1)
+    # d = 1: below COORD_SAMPLE_1D = 32768 (12000 until 2026-12-03; before that COORD_SAMPLE = 2500)
+    assert S.plan_runs(32767, one, 1) and not S.plan_runs(32768, one, 1) and S.plan_runs(12000, one, 1)
+    assert S.plan_runs(3276, Fraction(10), 1) and not S.plan_runs(3277, Fraction(10), 1)
     from privagg.mechanisms import mean as M
     assert S.COORD_WIDE_MAX == M.SCALE_MIN / M.SHARE_SCALE
     assert S.plan_runs(150, one, 2)
@@ -86,12 +86,13 @@ ATOM_SEED = 20261303
 
 def test_binary_column_between_the_plans_is_not_its_atom(monkeypatch):
     """d = 1, a 0/1 column with 2 % ones, n = 5000, ε = 1 (n̂·ε ≈ 5000: the coordinate plan since
-    COORD_SAMPLE_1D = 12000). The FriendlyCore plan there keeps the clip at the atom 0 (100 ones
+    COORD_SAMPLE_1D = 12000; 32768 now). The FriendlyCore plan there keeps the clip at the atom 0 (100 ones
     are fewer than the spread floor detects at ε = 1 with its tied share: measured, 240 ones at
     n = 12000 were found, 150 at n = 15000 not; 250 were below its former cap K = 561) and releases about 0 (error ≈ −0.02, 10 SE). Statistical test,
     seed ATOM_SEED (printed): 12 runs, at most 3 may be off by more than 0.01 (5 SE). Measured rate
-    of such a run: 5 of 300 (seed 20261303; 95 % upper bound 0.038), so the false-failure
-    probability is about 4·10⁻⁵ (10⁻³ at the upper bound). Negative control (must fail): the same
+    of such a run: 5 of 300 (seed 20261303; 95 % upper bound 0.038) with the clip ladder of that
+    time, 0 of 300 with today's (annulus path, docs/proofs/mean.md §11 step 5a), so the
+    false-failure probability is below 10⁻³. Negative control (must fail): the same
     runs with the former gate (COORD_SAMPLE_1D = 2500, the FriendlyCore plan): measured 60 of 60
     runs off by more than 0.01."""
     print("seed", ATOM_SEED)
