@@ -157,8 +157,9 @@ ZERO_CLIP_KS = tuple(2.0 ** (-j / 4) for j in range(5, 0, -1)) + (1.0,) + COORD_
 #: ... and that path's extra base-measure decay ``exp(−ZERO_CLIP_RATE·K)`` (public). With tied data
 #: every multiple that covers the untied atom clips nothing, the utility is flat there, and the
 #: mechanism's temperature (1/ε_clip, about 12 rows at ε = 1, d = 1) spread the pick over the
-#: ladder (median R 3.4 on a 0/1 column with p = 0.1); 0, 0.25, 0.5, 1 and 2 were measured
-#: (benchmarks/mean_clip_ladder.py): above 0.25 zero-inflated continuous columns lost more.
+#: ladder (median R 3.4 on a 0/1 column with p = 0.1); 0, 0.25, 0.5 and 1 were measured
+#: (benchmarks/mean_clip_ladder.py): above 0.25 a zero-inflated lognormal column lost more, at 0
+#: the 0/1 columns with 30 % and 70 % ones.
 ZERO_CLIP_RATE = 0.25
 #: Subcells per refinement level, and the most levels the plan runs before it switches to the
 #: FriendlyCore plan (when that plan cannot release at n̂, it runs COORD_LEVELS levels instead).
@@ -715,7 +716,8 @@ def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Genera
             if may_switch and bool(np.any(refined & ((b - a) > COORD_SWITCH_WIDTH * s2))):
                 return None  # the center is not resolved at the data's spread: far data
     # 5. the clip multiple per column: the exponential mechanism (Δ = 1) on −#{|x − c| > K_i·s}
-    #    over the public ladder COORD_CLIP_KS, base measure the public cost of the radius
+    #    over the public ladder COORD_CLIP_KS (ZERO_CLIP_KS in the annulus path), base measure the
+    #    public cost of the radius
     multiple, scale, radii = clip_multiples(source, center, spread, zero, n, bud, gen)  # R_j = _grid_up(scale_j)
     # 5b. clipped sums, one coordinate at a time (discrete Laplace, ε_sum-DP each)
     mean = np.empty(d)
