@@ -157,7 +157,7 @@ ZERO_CLIP_KS = tuple(2.0 ** (-j / 4) for j in range(5, 0, -1)) + (1.0,) + COORD_
 #: ... and that path's extra base-measure decay ``exp(−ZERO_CLIP_RATE·K)`` (public). With tied data
 #: every multiple that covers the untied atom clips nothing, the utility is flat there, and the
 #: mechanism's temperature (1/ε_clip, about 12 rows at ε = 1, d = 1) spread the pick over the
-#: ladder (median R 3.4 on a 0/1 column with p = 0.1); 0, 0.25, 0.5 and 1 were measured
+#: ladder (median scale 3.36 on a 0/1 column with p = 0.1); 0, 0.25, 0.5 and 1 were measured
 #: (benchmarks/mean_clip_ladder.py): above 0.25 a zero-inflated lognormal column lost more, at 0
 #: the 0/1 columns with 30 % and 70 % ones.
 ZERO_CLIP_RATE = 0.25
@@ -291,9 +291,14 @@ def clip_scales(spread: np.ndarray, ladder: tuple = COORD_CLIP_KS, lower: bool =
 
 def clip_candidates(spread: np.ndarray, ladder: tuple = COORD_CLIP_KS, lower: bool = False) -> np.ndarray:
     """The public candidate radii ``_grid_up(K_i·s_j)`` (:func:`clip_scales`; d, len(ladder))."""
+    return _radii_of(clip_scales(spread, ladder, lower))
+
+
+def _radii_of(scales: np.ndarray) -> np.ndarray:
+    """``_grid_up`` of every public scale (a 2-D array)."""
     from .mean import _grid_up
 
-    return np.array([[_grid_up(v) for v in row] for row in clip_scales(spread, ladder, lower).tolist()])
+    return np.array([[_grid_up(v) for v in row] for row in np.asarray(scales).tolist()])
 
 
 def _octave(v: np.ndarray) -> np.ndarray:
@@ -632,7 +637,8 @@ def clip_multiples(source: Any, center: np.ndarray, spread: np.ndarray, zero: np
         idx = np.flatnonzero(zero == lower)
         if idx.size == 0:
             continue
-        cand = clip_candidates(spread[idx], ladder, lower)
+        scales = clip_scales(spread[idx], ladder, lower)
+        cand = _radii_of(scales)
         edges = [np.zeros(0)] * spread.size
         with np.errstate(over="ignore", invalid="ignore"):
             for i, j in enumerate(idx.tolist()):  # over columns
@@ -644,7 +650,7 @@ def clip_multiples(source: Any, center: np.ndarray, spread: np.ndarray, zero: np
         prior = clip_log_prior(bud.e_clip, bud.eps_sum, ladder) - extra * np.asarray(ladder, dtype=np.float64)
         pick = exponential_mechanism(util, base_measure(prior), 2 * bud.e_clip, gen)
         multiple[idx] = np.asarray(ladder, dtype=np.float64)[pick]
-        scale[idx] = clip_scales(spread[idx], ladder, lower)[np.arange(idx.size), pick]
+        scale[idx] = scales[np.arange(idx.size), pick]
         radii[idx] = cand[np.arange(idx.size), pick]
     return multiple, scale, radii
 
