@@ -37,6 +37,7 @@ import numpy as np
 import pytest
 
 from privagg import private_mean
+from privagg.mechanisms import mean_small
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
@@ -130,7 +131,11 @@ def fingerprint(rel):
 
 
 @pytest.mark.parametrize("name", list(PINNED))
-def test_seeded_release_is_bit_for_bit_2dd438f(name):
+def test_seeded_release_is_bit_for_bit_2dd438f(name, monkeypatch):
+    """The d >= 3 gate the digests were made with (1500; 8192 since 2026-12-05): with it the cases
+    ``pair_radius_d3``, ``lattice_dups_d3`` and ``fc_d10_scales`` keep covering the FriendlyCore
+    plans (at the default gate they take the coordinate plan); no other case moves."""
+    monkeypatch.setattr(mean_small, "COORD_WIDE_MAX", 1500)
     print("seeds: rng=1..10 per case (fixed)")
     kw = dict(cases())[name]
     rel = private_mean(**kw)

@@ -798,7 +798,7 @@ def private_mean(
     refinement steps and with a privately chosen clipping radius (module docstring).
 
     Small samples (``radius=None``, d <= 20, released ``n̂·ε < 32768`` at d = 1,
-    ``n̂·ε/d < 2500`` at d = 2, ``n̂·ε/d < 1500`` at d >= 3; also on Spark;
+    ``n̂·ε/d < 2500`` at d = 2, ``n̂·ε/d < 8192`` at d >= 3; also on Spark;
     :func:`privagg.mechanisms.mean_small.plan_runs`): the
     coordinate plan instead (:mod:`privagg.mechanisms.mean_small`, docs/proofs/mean.md §11;
     ``clip_rule == "coordinate"``): per coordinate a private spread, a private cell holding the

@@ -92,11 +92,21 @@ COORD_SAMPLE_1D = 32_768
 COORD_DMAX = 20
 #: For d > COORD_NARROW_D the upper gate is COORD_WIDE_MAX instead of COORD_SAMPLE.
 COORD_NARROW_D = 2
-#: ... and below ``n̂·ε/d <`` this (= mean.SCALE_MIN/mean.SHARE_SCALE: from there the FriendlyCore
-#: plan's per-column scale step runs and handles mixed units; measured on the lattice {0..40}³ at
-#: n = 6000, ε = 1: FriendlyCore 0.03–0.18 from the mean of 20 against the coordinate plan's 0.32–0.49,
-#: whose clip of 7 spreads is wide for light-tailed columns).
-COORD_WIDE_MAX = 1500
+#: ... and below ``n̂·ε/d <`` this (public). Was 1500 (= mean.SCALE_MIN/mean.SHARE_SCALE, where the
+#: FriendlyCore plan's scale step starts), chosen on isotropic data (the lattice {0..40}³ at
+#: n = 6000: FriendlyCore 0.03–0.18 against 0.32–0.49). On tables that mix column types the
+#: isotropic clip is set by the heaviest tail and the other columns pay its noise: measured
+#: 2026-12-05 (16–20 runs, ε = 1, worst column over the range oracle, FriendlyCore → coordinate):
+#: statsmodels' randhie (d = 10, n̂·ε/d ≈ 2019) 2.41 → 0.79; 0/1, 100·lognormal, N(50, 10),
+#: Poisson(3) columns at d = 3 / 5, n·ε/d = 1500 (half the runs on each side of the old gate),
+#: 3000, 6000: 11.86 / 32.16, 1.98 / 2.16, 1.99 / 3.11 → 0.73 / 0.81, 0.69 / 0.85, 0.70 / 0.80; with
+#: the same four types cycled over d = 10 / 20 at 2000, 4000, 8000: 3.18–5.40 → 0.53–0.76. The
+#: coordinate plan's worst measured below 8192 was 1.40 (0/1 columns with 10 % ones at d = 20;
+#: FriendlyCore 0.62) and 1.23 (lognormal(0, 1.5), d = 3, 8000); it grows with n·ε/d on heavy
+#: tails (lognormal(0, 1.5), d = 20: 0.38 / 0.64 / 1.14 at 2000 / 4000 / 8000), hence not higher.
+#: Isotropic Gaussian d = 10 against CoinPress (the utility grid's metric, 12 runs): n = 10⁴,
+#: ε = 2: 1.009 → 1.021; n = 10⁵, ε = 0.5: 0.993 → 1.243 (target 1.3).
+COORD_WIDE_MAX = 8192
 #: Below ``n̂·ε/d <`` this the coordinate plan releases ⊥ (too few rows for any of its steps).
 COORD_MIN = 20
 #: ... and below ``n̂·ε < COORD_MIN_COUNT`` (public): five scales of the count's noise when it
