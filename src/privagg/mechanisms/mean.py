@@ -148,12 +148,12 @@ SCALE_MIN = 150
 #: function of the released ``L = n̂·ε·SHARE_SCALE/d``, :func:`scale_rank`): the median below
 #: ``L < SCALE_TAIL_MIN``, the tail quantile SCALE_TAIL_RANK from there. With median scales the
 #: isotropic clip is set by the column whose tail reaches farthest in units of its scale, and the
-#: other columns pay its noise: measured 2026-12-05 (16 runs, ε = 1, worst column over the range
-#: oracle, FriendlyCore plan): a 0/1 (20 % ones), 100·lognormal(0, 1), N(50, 10), Poisson(3) table
-#: at d = 3 / 5, n·ε/d = 12000: 2.78 / 2.86 → 1.37 / 0.62; 24000: 2.47 / 2.61 → 0.79 / 0.97; the
-#: four types over d = 10 at 12000: 3.89 → 1.07. Homogeneous columns (N(7, σ), exponential,
-#: lognormal, Pareto(3), 0/1, mixed units; d = 3, 10, 12000, 12 runs) moved within 0.08–0.46
-#: either way. Why not below: the rank distance from the tail's cell to every cell above it is only
+#: other columns pay its noise: ``benchmarks/mean_mixed_types.py`` (16 runs, ε = 1, worst column
+#: over the range oracle, FriendlyCore plan, median → 7/8 rank, n·ε/d = 12000): a 0/1 (20 % ones),
+#: 100·lognormal(0, 1), N(50, 10), Poisson(3) table at d = 3 / 10: 2.86 / 7.29 → 1.29 / 2.40; the
+#: same types in another order at d = 10: 4.31 → 1.86; homogeneous columns: N(7, 1) 0.22 / 0.30 →
+#: 0.18 / 0.25, Exp(1) 0.53 / 0.33 → 0.71 / 0.22, lognormal(0, 1.5) 0.65 / 0.13 → 0.44 / 0.23, 0/1
+#: 0.63 / 0.67 → 0.63 / 0.65 (d = 3 / 10). Why not below: the rank distance from the tail's cell to every cell above it is only
 #: ``(1 − q)(m − Z)``, so the pick needs ``(1 − q)·L/4`` noise scales where the median has ``L/8``:
 #: at 7/8 and ``L = 800`` that is 25 scales (the median's 18.75 at SCALE_MIN), and the public
 #: prior's pull on a column of values 2^±50 stays below half the margin. At L = 150 and 202 the

@@ -100,12 +100,14 @@ COORD_NARROW_D = 2
 #: statsmodels' randhie (d = 10, n̂·ε/d ≈ 2019) 2.41 → 0.79; 0/1, 100·lognormal, N(50, 10),
 #: Poisson(3) columns at d = 3 / 5, n·ε/d = 1500 (half the runs on each side of the old gate),
 #: 3000, 6000: 11.86 / 32.16, 1.98 / 2.16, 1.99 / 3.11 → 0.73 / 0.81, 0.69 / 0.85, 0.70 / 0.80; with
-#: the same four types cycled over d = 10 / 20 at 2000, 4000, 8000: 3.18–5.40 → 0.53–0.76. The
-#: coordinate plan's worst measured below 8192 was 1.40 (0/1 columns with 10 % ones at d = 20;
-#: FriendlyCore 0.62) and 1.23 (lognormal(0, 1.5), d = 3, 8000); it grows with n·ε/d on heavy
-#: tails (lognormal(0, 1.5), d = 20: 0.38 / 0.64 / 1.14 at 2000 / 4000 / 8000), hence not higher.
-#: Isotropic Gaussian d = 10 against CoinPress (the utility grid's metric, 12 runs): n = 10⁴,
-#: ε = 2: 1.009 → 1.021; n = 10⁵, ε = 0.5: 0.993 → 1.243 (target 1.3).
+#: the same four types cycled over d = 10 / 20 at 2000, 4000, 8000: 3.18–5.40 → 0.53–0.76 (probes).
+#: ``benchmarks/mean_mixed_types.py`` (16 runs; docs/utility/mean.md "mixed column types"): the
+#: former choice's worst cell 49.55, the shipped one's 2.40 (above the gate); the price on
+#: homogeneous tables below it: 0/1 with 10 % ones at d = 3, 3000: 0.73 → 1.69, N(7, 1) at d = 10,
+#: 3000: 0.25 → 0.57, Exp(1) 0.23 → 0.80. The coordinate plan grows with n·ε/d on heavy tails
+#: (lognormal(0, 1.5), d = 20: 0.38 / 0.64 / 1.14 at 2000 / 4000 / 8000; d = 3, 12000: 2.18),
+#: hence not higher. Isotropic Gaussian d = 10 against CoinPress (the utility grid, 20 runs):
+#: n = 10⁴, ε = 2: 1.06; n = 10⁵, ε = 0.5: 1.30 (0.988 before; target 1.3, missed).
 COORD_WIDE_MAX = 8192
 #: Below ``n̂·ε/d <`` this the coordinate plan releases ⊥ (too few rows for any of its steps).
 COORD_MIN = 20
