@@ -45,12 +45,17 @@ def test_untied_utility_known_answers_at_the_tail_rank():
 
 
 def test_scale_rank_is_a_public_rule():
-    """The median below n̂·ε_col = SCALE_TAIL_MIN = 800, 7/8 from there."""
-    assert M.SCALE_TAIL_MIN == 800 and M.SCALE_TAIL_RANK == Fraction(7, 8)
+    """The median below n̂·ε_col = SCALE_TAIL_MIN = 800, then 1 − 2^−j: 7/8 from 800, 15/16 from
+    1600, 31/32 from 3200, …, at most 1 − 2^−12."""
+    assert M.SCALE_TAIL_MIN == 800 and M.SCALE_TAIL_JMAX == 12
     assert M.scale_rank(20_000, Fraction(1, 25)) == Fraction(7, 8)  # 800
     assert M.scale_rank(19_999, Fraction(1, 25)) == Fraction(1, 2)
+    assert M.scale_rank(1599, Fraction(1)) == Fraction(7, 8) and M.scale_rank(1600, Fraction(1)) == Fraction(15, 16)
+    assert M.scale_rank(3199, Fraction(1)) == Fraction(15, 16) and M.scale_rank(3200, Fraction(1)) == Fraction(31, 32)
+    assert M.scale_rank(800 * 2**9, Fraction(1)) == 1 - Fraction(1, 4096) == M.scale_rank(10**12, Fraction(1))
+    assert M.scale_rank(800 * 2**9 - 1, Fraction(1)) == 1 - Fraction(1, 2048)
     assert M.scale_rank(20_190, Fraction(1, 100)) == Fraction(1, 2)  # randhie at ε = 1
-    assert M.scale_rank(20_190, Fraction(1)) == Fraction(7, 8)  # ... at ε = 100
+    assert M.scale_rank(20_190, Fraction(1)) == Fraction(127, 128)  # ... at ε = 100 (20190 >= 800·2^4)
 
 
 @pytest.mark.parametrize("rank", [Fraction(1, 2), Fraction(7, 8)])

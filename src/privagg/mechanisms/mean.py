@@ -146,20 +146,26 @@ SHARE_SCALE = Fraction(1, 10)
 SCALE_MIN = 150
 #: The rank among the UNTIED consecutive differences that a column's scale targets (public, a
 #: function of the released ``L = n̂·ε·SHARE_SCALE/d``, :func:`scale_rank`): the median below
-#: ``L < SCALE_TAIL_MIN``, the tail quantile SCALE_TAIL_RANK from there. With median scales the
+#: ``L < SCALE_TAIL_MIN``, from there ``1 − 2^−j`` with ``j = 3 + ⌊log2(L/SCALE_TAIL_MIN)⌋`` (7/8,
+#: 15/16, …, at most ``1 − 2^−SCALE_TAIL_JMAX``): the target keeps about ``100/ε_col`` untied
+#: pairs above it, so the rank goes into the tail as n̂·ε grows, and the margin of the pick (below)
+#: is at least 25 noise scales at every step. With median scales the
 #: isotropic clip is set by the column whose tail reaches farthest in units of its scale, and the
 #: other columns pay its noise: ``benchmarks/mean_mixed_types.py`` (16 runs, ε = 1, worst column
 #: over the range oracle, FriendlyCore plan, median → 7/8 rank, n·ε/d = 12000): a 0/1 (20 % ones),
 #: 100·lognormal(0, 1), N(50, 10), Poisson(3) table at d = 3 / 10: 2.86 / 7.29 → 1.29 / 2.40; the
 #: same types in another order at d = 10: 4.31 → 1.86; homogeneous columns: N(7, 1) 0.22 / 0.30 →
 #: 0.18 / 0.25, Exp(1) 0.53 / 0.33 → 0.71 / 0.22, lognormal(0, 1.5) 0.65 / 0.13 → 0.44 / 0.23, 0/1
-#: 0.63 / 0.67 → 0.63 / 0.65 (d = 3 / 10). Why not below: the rank distance from the tail's cell to every cell above it is only
+#: 0.63 / 0.67 → 0.63 / 0.65 (d = 3 / 10). A fixed 7/8 was not enough as n grew (probe, 12 runs,
+#: d = 10, n·ε/d = 24000, 7/8 → 15/16): the same 0/1 + lognormal table 4.51 → 1.14, the other order
+#: 1.59 → 1.53; N(7, 1) 0.27 → 0.29, Exp(1) 0.30 → 0.24, 0/1 0.74 → 0.77, lognormal(0, 1.5) 0.40 → 0.31.
+#: Why not below: the rank distance from the tail's cell to every cell above it is only
 #: ``(1 − q)(m − Z)``, so the pick needs ``(1 − q)·L/4`` noise scales where the median has ``L/8``:
 #: at 7/8 and ``L = 800`` that is 25 scales (the median's 18.75 at SCALE_MIN), and the public
 #: prior's pull on a column of values 2^±50 stays below half the margin. At L = 150 and 202 the
 #: 7/8 rank picked 2+ octaves off for 1–10 % of the columns (2000 draws each), at 800 for none.
 SCALE_TAIL_MIN = 800
-SCALE_TAIL_RANK = Fraction(7, 8)
+SCALE_TAIL_JMAX = 12
 #: Small samples, radius: when the released ``n̂·ε < PAIR_RADIUS`` the friendship radius is
 #: ``pair_factor(d)`` times a private median of the distances of consecutive rows in a random
 #: order (report-noisy-max, never ⊥) instead of AboveThreshold, whose query noise crosses the
@@ -1304,9 +1310,16 @@ def _column_scale_picks(source: Any, n_hat: int, eps_col: Fraction,
 
 
 def scale_rank(n_hat: int, eps_col: Fraction) -> Fraction:
-    """The rank ``q`` the scale step targets among the untied consecutive differences: the median
-    below ``n̂·eps_col < SCALE_TAIL_MIN``, :data:`SCALE_TAIL_RANK` from there (public: n̂, ε, d)."""
-    return SCALE_TAIL_RANK if n_hat * eps_col >= SCALE_TAIL_MIN else Fraction(1, 2)
+    """The rank ``q`` the scale step targets among the untied consecutive differences (public: n̂,
+    ε, d): the median below ``L = n̂·eps_col < SCALE_TAIL_MIN``, else ``1 − 2^−j`` for the largest
+    ``j <= SCALE_TAIL_JMAX`` with ``L >= SCALE_TAIL_MIN·2^(j−3)`` (exact: rationals)."""
+    level = Fraction(n_hat) * eps_col
+    if level < SCALE_TAIL_MIN:
+        return Fraction(1, 2)
+    j = 3
+    while j < SCALE_TAIL_JMAX and level >= SCALE_TAIL_MIN * 2 ** (j - 2):
+        j += 1
+    return 1 - Fraction(1, 2**j)
 
 
 def untied_scale_utility(counts: np.ndarray, n_hat: int, rank: Fraction = Fraction(1, 2)) -> np.ndarray:
