@@ -11,7 +11,8 @@ Per set, d and level L = n·ε/d (n = L·d/ε), the median over the runs of each
 with the budget split over the d columns), the worst column shown; ⊥ counts as infinite. Columns,
 on the same data (fresh per run): ``coordinate`` (gate 10⁹: the coordinate plan), ``fc median``
 (gate 0: the FriendlyCore plan, scales at the median rank: SCALE_TAIL_MIN = 10⁹), ``fc shipped``
-(gate 0, the shipped rank rule: 7/8 from n̂·ε/(10d) >= 800), and ``shipped`` (both as shipped).
+(gate 0, the shipped rank rule ``mean.scale_rank``: 7/8 from n̂·ε/(10d) >= 800, 15/16 from 1600,
+…), and ``shipped`` (both as shipped).
 
 Sets: ``mixh`` cycles 0/1 (20 % ones), 100·lognormal(0, 1), N(50, 10), Poisson(3) over the d
 columns; ``mixcol`` cycles 0/1, Poisson(3), N(50, 10), 100·lognormal(0, 1) (no heavy column at
