@@ -19,6 +19,7 @@ import pytest
 
 import privagg.mechanisms.mean_small as S
 from privagg.mechanisms.mean import private_mean
+from privagg.testing.fixtures import mixed_type_table
 
 SEED = 4242
 
@@ -112,13 +113,6 @@ def test_binary_column_between_the_plans_is_not_its_atom(monkeypatch):
     assert off_runs() > 3
 
 
-def _mixed_types(n: int, seed: int) -> np.ndarray:
-    """A survey-like table: a 0/1 column (20 % ones), 100·lognormal(0, 1), N(50, 10)."""
-    g = np.random.default_rng(seed)
-    return np.column_stack([(g.random(n) < 0.2).astype(float), 100 * g.lognormal(0.0, 1.0, n),
-                            g.normal(50.0, 10.0, n)])
-
-
 def _binary_errors(x: np.ndarray, seeds: range) -> tuple[list[float], set]:
     se = x.std(0) / np.sqrt(x.shape[0])
     errs, rules = [], set()
@@ -139,7 +133,7 @@ def test_binary_column_beside_a_heavy_tail(monkeypatch, gate, must_pass):
     the former gate 1500 (the FriendlyCore plan): median 0.70 SE, 17 of 30 above 0.45, must fail."""
     if gate is not None:
         monkeypatch.setattr(S, "COORD_WIDE_MAX", gate)
-    errs, rules = _binary_errors(_mixed_types(9000, 20261406), range(24))
+    errs, rules = _binary_errors(mixed_type_table(9000, 20261406), range(24))
     med = float(np.median(errs))
     print(f"gate={S.COORD_WIDE_MAX} rules={rules} 0/1 column err/SE: median {med:.3f}, {np.round(errs, 2).tolist()}")
     assert rules == ({"coordinate"} if gate is None else {"tail"}), rules

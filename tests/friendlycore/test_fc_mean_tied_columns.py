@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from privagg.mechanisms import mean as M
+from privagg.testing.fixtures import mixed_type_table
 
 SEED = 20261202
 
@@ -129,13 +130,6 @@ def test_scale_step_noise_scale_known_answer(monkeypatch):
     assert seen == [32 / eps_col] and seen != [8 / eps_col], seen
 
 
-def _mixed_types(n: int, seed: int) -> np.ndarray:
-    """A survey-like table: a 0/1 column (20 % ones), 100·lognormal(0, 1), N(50, 10)."""
-    g = np.random.default_rng(seed)
-    return np.column_stack([(g.random(n) < 0.2).astype(float), 100 * g.lognormal(0.0, 1.0, n),
-                            g.normal(50.0, 10.0, n)])
-
-
 @pytest.mark.parametrize("tail_min, must_pass", [(None, True), (10**9, False)])
 def test_binary_column_beside_a_heavy_tail(monkeypatch, tail_min, must_pass):
     """The tail rank's reason (docs/proofs/mean.md §2b): with median scales the lognormal column
@@ -147,7 +141,7 @@ def test_binary_column_beside_a_heavy_tail(monkeypatch, tail_min, must_pass):
     (SCALE_TAIL_MIN = 10⁹): median 0.50 SE, 18 of 30 above 0.38, must fail."""
     if tail_min is not None:
         monkeypatch.setattr(M, "SCALE_TAIL_MIN", tail_min)
-    x = _mixed_types(36_000, 20261407)
+    x = mixed_type_table(36_000, 20261407)
     se = x[:, 0].std() / np.sqrt(x.shape[0])
     errs, rules = [], set()
     for seed in range(30):

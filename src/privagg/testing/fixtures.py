@@ -63,3 +63,11 @@ def record_exponential_mechanism(monkeypatch: Any, module: Any) -> list[tuple[np
 
     monkeypatch.setattr(module, "exponential_mechanism", recorder)
     return calls
+
+
+def mixed_type_table(n: int, seed: int) -> np.ndarray:
+    """A survey-like table of three column types: 0/1 (20 % ones), 100·lognormal(0, 1) and
+    N(50, 10), float64 ``(n, 3)`` (the mean's tests of one heavy column beside a 0/1 column)."""
+    g = np.random.default_rng(seed)
+    return np.column_stack([(g.random(n) < 0.2).astype(float), 100 * g.lognormal(0.0, 1.0, n),
+                            g.normal(50.0, 10.0, n)])
