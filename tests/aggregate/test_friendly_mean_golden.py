@@ -2,7 +2,8 @@
 on 4bd1e9f: the speed-ups of issue 13 must not change the mechanism's law, nor any seeded
 release; re-recorded once when the law changed on purpose: the spread floor and the
 fallback center of docs/proofs/aggregate_mean.md §1.9 add a draw before the clipping-range
-selection and move its base ``U``).
+selection and move its base ``U``; and again when the clipped sum's center moved toward the
+longer side of its range, §7 ``recentre_shift``, 2026-12-06).
 
 The draws come from :class:`_FakeDraws`: plain numpy noise of the same shapes, drawn from a fixed
 generator in the mechanism's call order, so the pin checks the data path (subsample, sort orders,

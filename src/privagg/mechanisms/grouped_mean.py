@@ -31,9 +31,11 @@ Per group ``g`` (``n_g`` rows), with the shares of :func:`~privagg.mechanisms.me
    below it (parallel composition: a row is on one side only), report-noisy-max (``DLap(2/ε_q)``)
    over the public edges ``U·2^{k/4}`` (``U = grid_up(r + b)``, ``b`` the public locate-noise
    bound) of ``−T_j − λ·level_j`` (``T_j`` the side's rows beyond edge ``j``, ``λ``:
-   :func:`side_penalty`) gives ``R_hi`` and ``R_lo``; the clipped sum
-   ``Σ clip(x − ĉ, −R_lo, R_hi)`` of *all* the group's rows, summed exactly on a grid, released
-   with discrete Laplace noise of sensitivity ``max(R_lo, R_hi)``; ``mean = ĉ + S/n̂``.
+   :func:`side_penalty`) gives ``R_hi`` and ``R_lo``; the sum's center ``c = ĉ + s`` moves toward
+   the longer side by the public :func:`recentre_shift` (up to the range's midpoint); the clipped
+   sum ``Σ clip(x − c, −(R_lo + s), R_hi − s)`` (the same range) of *all* the group's rows, summed
+   exactly on a grid, released with discrete Laplace noise of sensitivity
+   ``max(R_lo + s, R_hi − s)``; ``mean = c + S/n̂``.
    Before the clipping range, the **spread floor** (§1.9, ε_sum/5 of the sum's share):
    report-noisy-max over ``U·2^k``, ``k = 0 … 120``, of the median of the rows beyond ``U``
    (capped :func:`floor_cap` rows below ``n̂``) lifts ``U`` to the rows' own scale when the core
@@ -519,6 +521,29 @@ def _noisy_range_sums(dev: np.ndarray, grp: np.ndarray, off: np.ndarray, r_lo: n
     return np.ldexp((s_g + z_s).astype(np.float64), e_g), sens, e_s, e_g
 
 
+def recentre_shift(r_lo: np.ndarray, r_hi: np.ndarray, eps_sum: np.ndarray, count_scale: float
+                   ) -> np.ndarray:
+    """The signed shift ``s`` of the clipped sum's center from ``ĉ`` toward the longer side of the
+    clipping range ``[ĉ − R_lo, ĉ + R_hi]`` (docs/proofs/aggregate_mean.md §7; public: a function
+    of released values and public scales). The range is unchanged; the sum's sensitivity becomes
+    ``max(R_lo + s, R_hi − s)`` (``L − |s|``, ``L`` the longer side) while ``mean = ĉ + s + S/n̂``
+    weighs the count noise by ``|x̄ − ĉ − s|``. Taking ``x̄ ≈ ĉ``, the two variances
+    ``2((L − |s|)/ε_sum)² + 2(s·b)²`` (``b`` the count's discrete Laplace scale, per row) are least
+    at ``|s| = L/(1 + (b·ε_sum)²)``, capped at the midpoint ``(R_hi − R_lo)/2`` (past it the other
+    side becomes the longer). With the query's ``count()`` feeding the mean (``b`` about
+    ``1/ε_sum``) this is the midpoint on every skewed group; with the mean's own count (ε/40,
+    ``b·ε_sum`` = ε_sum/ε_n about 8 … 25 over the plans) at most about 2 % of ``L``."""
+    r_lo = np.asarray(r_lo, dtype=np.float64)
+    r_hi = np.asarray(r_hi, dtype=np.float64)
+    longer = np.maximum(r_lo, r_hi)
+    with np.errstate(over="ignore", invalid="ignore"):
+        best = longer / (1.0 + (count_scale * np.asarray(eps_sum, dtype=np.float64)) ** 2)
+        half = np.abs(r_hi - r_lo) / 2.0
+        s = np.minimum(best, half)
+    s = np.where(np.isfinite(s), s, 0.0)
+    return np.where(r_hi >= r_lo, s, -s)
+
+
 def side_penalty(eps_quantile: Fraction) -> int:
     """The public integer penalty ``λ`` per quarter-octave of the side radius in the utility
     ``−T_j − λ·level_j`` (docs/proofs/aggregate_mean.md §1.5): ``⌈SIDE_PENALTY·2/ε_q⌉`` rows,
@@ -910,10 +935,11 @@ def friendly_means(gv: GroupedValues, *, epsilon: Any, delta: Any,
         a group with a too small core above it releases around the center 0
         (``extra["core_fallback"]``). ``low``/``high``: a
         noise-only interval holding with probability >= 0.95 per group: it covers the group's
-        *clipped* mean ``θ_g = ĉ_g + (1/n_g)·Σ clip(x − ĉ_g, −R_lo, R_hi)`` (the final sum's noise, the
+        *clipped* mean ``θ_g = (1/n_g)·Σ clip(x, ĉ_g − R_lo, ĉ_g + R_hi)`` (the final sum's noise, the
         count noise, the rounding), **not** the clipping bias ``θ_g − x̄_g`` (``extra["clip_low"]``,
         ``extra["clip_high"]``: the clipping range ``[ĉ − R_lo, ĉ + R_hi]``) nor the sampling error. ``extra``: ``n_hat``
-        (noisy counts), ``clip_radius`` (``max(R_lo, R_hi)``), ``center`` (``ĉ_g``), ``radius`` (``r_g``),
+        (noisy counts), ``clip_radius`` (the sum's sensitivity before rounding: ``max(R_lo + s,
+        R_hi − s)``), ``center`` (the sum's center ``ĉ_g + s_g``), ``radius`` (``r_g``),
         ``clip_low``/``clip_high``, ``m_hat`` (noisy core sizes), ``small_plan``,
         ``core_fallback`` (step 5 around 0), all public.
 
@@ -1106,6 +1132,14 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws,
     r_hi, r_lo = r_side
 
     eps_sums = tuple(p.eps_sum * (1 - SHARE_FLOOR) for p in plans)  # SHARE_FLOOR: the floor
+    # the sum's center moves toward the longer side (§7: sensitivity max(R_lo + s, R_hi − s)
+    # against the count noise's weight |x̄ − ĉ − s|; public)
+    eps_f = np.array([_float_down(e) for e in eps_sums])[which]
+    s_up = recentre_shift(r_lo, r_hi, eps_f, float(1 / plan.eps_count if n_scale is None else n_scale))
+    s_up = np.where(ok, s_up, 0.0)
+    dev -= np.take(s_up, grp)
+    center = _finite(center + s_up)
+    r_lo, r_hi = r_lo + s_up, r_hi - s_up
     total, sens_sg, e_s, e_g = _noisy_range_sums(dev, grp, off, r_lo, r_hi, ok, eps_sums, which,
                                                  draws, scratch=hidx.view(np.float64))
     del dev, hidx, scratch
