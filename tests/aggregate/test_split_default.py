@@ -105,3 +105,22 @@ def test_seeded_mean_error_negative_control(previous_split):
     rms = _mean_rms()
     print(f"rms={rms:.5f} predicted(new split)={PREDICTED:.5f}")
     assert not abs(rms / PREDICTED - 1) < 0.12, rms
+
+
+def test_unbounded_mean_default_weight_known_answers():
+    """The benchmark's unbounded query count(), sum(v, b), mean(v), quantile(v, 0.5): weights
+    1, 1, 2, 3/2 (UNBOUNDED_MEAN_WEIGHT, 2026-12-06): ε/5.5 each for the count and the sum, 4ε/11
+    for the mean with all of δ, 3ε/11 for the median; with a key selection the selection (weight 1)
+    and the mean share δ 1 : 2. Negative control: the weight-1 split (2/9 for the mean) differs."""
+    df = pd.DataFrame({"g": np.repeat(np.arange(3), 50), "v": np.linspace(0, 1, 150)})
+    m = [privagg.count(), privagg.sum("v", (0.0, 1.0)), privagg.mean("v"), privagg.quantile("v", 0.5)]
+    r = privagg.aggregate(df, by="g", metrics=m, epsilon=1, delta=Fraction(1, 10**6), domain=[0, 1, 2], rng=1)
+    assert agg.UNBOUNDED_MEAN_WEIGHT == 2
+    assert r.split_exact == {"count": (Fraction(2, 11), 0), "sum_v": (Fraction(2, 11), 0),
+                             "mean_v": (Fraction(4, 11), Fraction(1, 10**6)), "q0.5_v": (Fraction(3, 11), 0)}
+    steps = [("selection", True, 1)] + [(x.name, x.needs_delta, x.default_weight) for x in m]
+    got = agg.split_budget(steps, 13, Fraction(3, 10**6))
+    assert got["selection"] == (2, Fraction(1, 10**6)) and got["mean_v"] == (4, Fraction(2, 10**6))
+    old = agg.split_budget(steps, 13, Fraction(3, 10**6), weights={"mean_v": 1})
+    assert old["mean_v"] != got["mean_v"] and old["mean_v"][0] == Fraction(26, 11)
+    assert privagg.mean("v", (0.0, 1.0)).default_weight == 1

@@ -319,7 +319,7 @@ def _cast_keys(texts: list[str], duckdb_type: str) -> list[Any]:
 @click.option("--epsilon", required=True, metavar="E", help="Privacy parameter ε > 0 (split across selection and metrics).")
 @click.option("--delta", default=None, metavar="D", help="δ in [0, 1) [default: 0]; > 0 needed without --domain or with an unbounded --mean.")
 @click.option("--weights", default=None, metavar="NAME=W,...",
-              help="Budget weights per step (selection, count, sum_<col>, mean_<col>, q<q>_<col>) [default: 3/2 for a quantile, 1 for the others].")
+              help="Budget weights per step (selection, count, sum_<col>, mean_<col>, q<q>_<col>) [default: 3/2 for a quantile, 2 for a mean without bounds, 1 for the others].")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (for machines).")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), metavar="OUT.png",
               help="Write a bar chart per metric with its intervals.")
