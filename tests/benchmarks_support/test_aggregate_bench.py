@@ -164,7 +164,7 @@ def test_targets_verdicts_and_bootstrap_intervals() -> None:
 def test_run_privagg_passes_weights(monkeypatch: pytest.MonkeyPatch) -> None:
     """``run_privagg(..., weights=)`` (used by ``benchmarks/aggregate_qweight.py`` to compare the
     quantile weight 1 with the default 3/2 at the same seed) reaches ``privagg.aggregate``: the
-    release's split is the old one with ``{"q0.5_v": 1}`` and the default (3/2) without."""
+    release's split has the quantile at weight 1 with ``{"q0.5_v": 1}`` and the default (3/2) without."""
     import pandas as pd
 
     seen = []
@@ -180,8 +180,9 @@ def test_run_privagg_passes_weights(monkeypatch: pytest.MonkeyPatch) -> None:
     for weights in ({"q0.5_v": 1}, None):
         bench.run_privagg(df, (0.0, 10.0), True, True, bench.SEED, weights=weights)
     old, new = (s["q0.5_v"][0] for s in seen)
-    assert (old, new) == (Fraction(1, 4), Fraction(1, 3))  # unbounded query, public keys: 4 steps
-    assert seen[0]["count"][0] == Fraction(1, 4) and seen[1]["count"][0] == Fraction(2, 9)
+    # unbounded query, public keys: 4 steps, the unbounded mean at weight 2 (UNBOUNDED_MEAN_WEIGHT)
+    assert (old, new) == (Fraction(1, 5), Fraction(3, 11))
+    assert seen[0]["count"][0] == Fraction(1, 5) and seen[1]["count"][0] == Fraction(2, 11)
 
 
 def test_private_runs_that_release_nothing_are_not_scored(monkeypatch: pytest.MonkeyPatch,

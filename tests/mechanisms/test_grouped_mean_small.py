@@ -255,7 +255,7 @@ def test_count_pair_feeds_mean(monkeypatch):
     r = privagg.aggregate(df, by="g", metrics=[privagg.mean("v"), privagg.count()],
                           epsilon=Fraction(4, 9), delta=DLT, domain=["a", "b"], rng=5).to_pandas()
     (p_hat, scale), = seen
-    plan = count_plan(epsilon=Fraction(2, 9), contribution=Contribution())
+    plan = count_plan(epsilon=Fraction(4, 27), contribution=Contribution())  # weights mean 2, count 1
     assert scale == plan.scale
     assert np.all(np.abs(p_hat - [50, 120]) <= 20 * float(scale))  # p̃, not the 80 rows of a
     cnt = r["count"].to_numpy(float)
