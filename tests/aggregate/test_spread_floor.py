@@ -236,3 +236,46 @@ def test_rare_value_found_at_larger_n(p):
                             delta=Fraction(1, 10**6), contribution=Contribution(),
                             rng=np.random.default_rng(SEED))
     assert res.ok[0] and abs(res.value[0] - p) < 0.01, res.value
+
+
+def _octave_counts_frexp(dev, inv_upper, grp, n_groups):
+    """The reference: the octave level ⌈log2 u⌉ from ``frexp`` (the code before 2026-12-06)."""
+    with np.errstate(over="ignore"):
+        u = np.abs(dev) * inv_upper
+    m, e = np.frexp(u)
+    e -= m == 0.5
+    e[np.isinf(u)] = gm.FLOOR_OCTAVES + 1
+    np.clip(e, 0, gm.FLOOR_OCTAVES + 1, out=e)
+    w = gm.FLOOR_OCTAVES + 2
+    hist = np.bincount(grp * w + e, minlength=n_groups * w).reshape(n_groups, w)
+    return np.cumsum(hist[:, :-1], axis=1)
+
+
+def test_octave_counts_from_bits_equal_frexp():
+    """The exponent-bits levels of ``_octave_counts`` equal ``frexp``'s on every kind of value:
+    exact powers of two and their successors, subnormals, ±0, ±inf, overflow to inf, 10^±300
+    (seed 1). Negative control: levels off by one at the exact powers (the ``bits − 1`` step
+    dropped) differ."""
+    rng = np.random.default_rng(1)
+    n, groups = 40_000, 7
+    grp = np.sort(rng.integers(0, groups, n))
+    q = n // 4
+    dev = np.concatenate([
+        rng.standard_normal(q) * 10.0 ** rng.integers(-300, 300, q),
+        np.ldexp(1.0, rng.integers(-1074, 1024, q)) * rng.choice([-1.0, 1.0], q),
+        rng.choice([0.0, -0.0, np.inf, -np.inf, 5e-324, 2.0**1023, 1.0, 0.5, 2.0], q),
+        np.nextafter(np.ldexp(1.0, rng.integers(-100, 130, n - 3 * q)), np.inf)])
+    rng.shuffle(dev)
+    inv = np.ldexp(1.0, rng.integers(-60, 61, groups))[grp]
+    want = _octave_counts_frexp(dev, inv.copy(), grp, groups)
+    with np.errstate(over="ignore"):
+        got = gm._octave_counts(dev, inv.copy(), grp, groups)
+    assert np.array_equal(got, want)
+    # control: the level of an exact power 2^k computed without the "− 1" (k + 1 instead of k)
+    with np.errstate(over="ignore"):
+        u = np.abs(dev) * inv
+    t = u.view(np.int64) >> 52
+    t = np.clip(t - 1022, 0, gm.FLOOR_OCTAVES + 1)
+    w = gm.FLOOR_OCTAVES + 2
+    bad = np.cumsum(np.bincount(grp * w + t, minlength=groups * w).reshape(groups, w)[:, :-1], axis=1)
+    assert not np.array_equal(bad, want)

@@ -558,13 +558,18 @@ def _octave_counts(dev: np.ndarray, inv_upper: np.ndarray, grp: np.ndarray,
     (the octave level ``⌈log2 u⌉`` from ``frexp``, exact; ``u = ∞`` beyond every edge): one
     level per row, a function of the row and public values. ``inv_upper`` (per row) is
     overwritten."""
-    u = np.multiply(np.abs(dev), inv_upper, out=inv_upper)
-    m, e = np.frexp(u)
-    e -= m == 0.5  # u = 2^(e−1) exactly: level e − 1
-    e[np.isinf(u)] = FLOOR_OCTAVES + 1
-    np.clip(e, 0, FLOOR_OCTAVES + 1, out=e)
+    u = np.multiply(np.abs(dev), inv_upper, out=inv_upper)  # >= 0 (+0.0 for ±0), or +inf
+    # ⌈log2 u⌉ from the bits: for u > 0 the biased exponent of (bits − 1) is ⌈log2 u⌉ + 1022
+    # (an exact power 2^k drops to the exponent below with a full mantissa; subnormals and 0
+    # come out below 0, +inf at 1024: both clipped, as frexp's level would be)
+    t = u.view(np.int64)
+    t -= 1
+    t >>= 52
+    t -= 1022
+    np.clip(t, 0, FLOOR_OCTAVES + 1, out=t)
     width = FLOOR_OCTAVES + 2
-    hist = np.bincount(grp * width + e, minlength=n_groups * width).reshape(n_groups, width)
+    t += grp * width
+    hist = np.bincount(t, minlength=n_groups * width).reshape(n_groups, width)
     return np.cumsum(hist[:, :-1], axis=1)
 
 
