@@ -61,7 +61,7 @@ from .._validate import fail
 from ..errors import ParameterError
 from . import duckdb as dd
 from .base import PRIORITY_SQL
-from ..mechanisms.grouped import GroupedValues
+from ..mechanisms.grouped import ColumnSums, GroupedValues
 
 __all__ = ["Candidates", "GroupedTable", "TABLE_RULE", "open_table"]
 
@@ -87,13 +87,16 @@ class Candidates:
         int64 (C,): distinct units per group after bounding (record level: rows) — what the key
         selection counts.
     values : dict
-        Column name → :class:`~privagg.mechanisms.grouped.GroupedValues` over the C candidates.
+        Column name → :class:`~privagg.mechanisms.grouped.GroupedValues` over the C candidates
+        (the rows' values), or :class:`~privagg.mechanisms.grouped.ColumnSums` (the exact
+        per-group present counts and clamped integer sums only) where the engine computed them
+        where the rows live and the query needs nothing else of the column (Spark).
     """
 
     keys: list[np.ndarray]
     rows: np.ndarray
     units: np.ndarray
-    values: dict[str, GroupedValues]
+    values: dict[str, GroupedValues | ColumnSums]
 
     @property
     def size(self) -> int:
@@ -107,6 +110,9 @@ class Candidates:
         values = {}
         ids: dict[int, tuple[np.ndarray, np.ndarray | None]] = {}  # columns often share one group array
         for name, gv in self.values.items():
+            if isinstance(gv, ColumnSums):  # the engine's per-group aggregates (no rows)
+                values[name] = gv.restrict(keep)
+                continue
             key = id(gv.group)
             if key not in ids:
                 # gv.group is sorted: the kept rows are whole segments, renumbered by a repeat
@@ -315,7 +321,7 @@ class GroupedTable:
         return out
 
     def prepare(self, *, domain: list[list[Any]] | None = None, max_groups: int = 1, max_rows: int = 1,
-                secrets: tuple[int, int] = (0, 0)) -> Candidates:
+                secrets: tuple[int, int] = (0, 0), sums: Any = None) -> Candidates:
         """Materialize, group, bound, count and fetch (module docstring, steps 1–5).
 
         Parameters
@@ -328,6 +334,11 @@ class GroupedTable:
             ℓ0 and ℓ∞ (units only; must be 1 without a unit column).
         secrets : (int, int)
             The two 64-bit secrets of the bounding (pair priorities, row priorities); never shown.
+        sums : dict, optional
+            {column: [(lo, hi), …]}: columns whose metrics read only present counts and clamped
+            integer sums (the Spark engine computes those where the rows live). Here the rows
+            are fetched either way and :class:`~privagg.mechanisms.grouped.GroupedValues`
+            computes them in numpy, so it changes nothing.
         """
         q = dd.quote_identifier
         src, label = self._src, self._src.label

@@ -39,13 +39,15 @@ Steps (:meth:`SparkGroupedTable.prepare`), as in the DuckDB engine:
    is dropped and the two engines agree exactly.
 4. **counts** per group (``groupBy``): bounded rows and distinct units (record level: rows); the
    candidates' counts reach the driver (as with DuckDB: the key selection and ``count()`` run there).
-5. **values**: the (group id, v0, v1, …) rows of the candidate groups are collected to the driver
-   with one Arrow fetch and ordered by the group id there (numpy's stable radix sort on one integer:
-   no Spark range-partitioning job), then per metric
-   column the finite values. **A documented limit**: the metric primitives are numpy on the driver,
-   so the driver sees the (bounded) metric values of the candidate groups — keys, counts and
-   bounding run in Spark, the values do not stay there. (With ``count()`` only, nothing but the
-   counts is fetched.)
+5. **values**: for a column that only bounded sums and means read (``prepare(sums=…)``, from
+   :func:`privagg.mechanisms.aggregate._sums_only`), one ``groupBy`` of the bounded rows computes
+   its present counts and exact clamped integer sums per group (:meth:`SparkGroupedTable._column_sums`;
+   a :class:`~privagg.mechanisms.grouped.ColumnSums`): no value reaches the driver. For the other
+   columns (a quantile's, an unbounded mean's) the (group id, v…) rows of the candidate groups are
+   collected with one Arrow fetch and ordered by the group id there (numpy's stable radix sort on
+   one integer: no Spark range-partitioning job), then per column the finite values. **A documented
+   limit**: those primitives are numpy on the driver, so the driver sees those columns' (bounded)
+   values of the candidate groups. (With ``count()`` only, nothing but the counts is fetched.)
 
 ``where=`` is refused with a Spark DataFrame (a ParameterError before any job):
 :func:`privagg.engines.where.check_where` rebuilds a **DuckDB** SQL expression, and Spark SQL gives
@@ -64,7 +66,7 @@ import numpy as np
 
 from .._validate import fail
 from ..errors import ParameterError
-from ..mechanisms.grouped import GroupedValues
+from ..mechanisms.grouped import ColumnSums, GroupedValues
 from .grouped import Candidates, domain_columns, duplicate_domain_key
 from .spark import (
     _FLOATS,
@@ -82,6 +84,9 @@ from .spark import (
 
 __all__ = ["SparkGroupedTable", "open_spark_table"]
 
+#: The clamped terms (|k| < 2^39) are summed in Spark as two long sums, of ``k >> _SPLIT_BITS``
+#: and of ``k & (2^_SPLIT_BITS − 1)``: neither overflows a long below 2^43 rows.
+_SPLIT_BITS = 20
 _NUMERIC = {"ByteType", "ShortType", "IntegerType", "LongType", "FloatType", "DoubleType", "DecimalType"}
 
 
@@ -177,8 +182,11 @@ class SparkGroupedTable:
 
     # -- the work --------------------------------------------------------------------------
     def prepare(self, *, domain: list[list[Any]] | None = None, max_groups: int = 1, max_rows: int = 1,
-                secrets: tuple[int, int] = (0, 0)) -> Candidates:
-        """Rows, groups, bounding, counts and values (module docstring, steps 1–5)."""
+                secrets: tuple[int, int] = (0, 0),
+                sums: dict[str, Sequence[tuple[float, float]]] | None = None) -> Candidates:
+        """Rows, groups, bounding, counts and values (module docstring, steps 1–5). ``sums``:
+        columns whose metrics read only present counts and clamped integer sums, with the bounds
+        of each: computed in Spark (:meth:`_column_sums`), none of their values fetched."""
         from pyspark.sql import functions as F
 
         keys = [f"k{i}" for i in range(len(self.by))]
@@ -207,17 +215,74 @@ class SparkGroupedTable:
             grp, rows, n_rows, n_units = self._bound(t, keys, vals, dom_frame, max_groups, max_rows, secrets)
         key_arrays = dom_keys if dom_keys is not None else self._keys
         n_groups = int(n_rows.shape[0])
-        values: dict[str, GroupedValues] = {}
-        if vals and rows is not None:
-            res = self._collect(rows)  # one fetch; ordered by the group id here (a stable radix sort)
+        values: dict[str, GroupedValues | ColumnSums] = {}
+        sums = dict(sums or {})
+        raw = [(c, v) for c, v in zip(self.columns, vals, strict=True) if c not in sums]
+        agg = [(c, v) for c, v in zip(self.columns, vals, strict=True) if c in sums]
+        if raw and rows is not None:
+            # one fetch; ordered by the group id here (a stable radix sort)
+            res = self._collect(rows.select("i", *[v for _, v in raw]))
             group = res.column("i").to_numpy().astype(np.int64, copy=False)
             order = np.argsort(group, kind="stable")
             group = group[order]
-            for c, v in zip(self.columns, vals, strict=True):
+            for c, v in raw:
                 x = np.asarray(res.column(v).to_numpy(zero_copy_only=False), dtype=np.float64)[order]  # NULL → NaN
                 finite = np.isfinite(x)
                 values[c] = GroupedValues(group=group[finite], values=x[finite], n_groups=n_groups)
+        if agg and rows is not None:
+            values.update(self._column_sums(rows, agg, sums, n_groups))
         return Candidates(keys=key_arrays, rows=n_rows, units=n_units, values=values)
+
+    def _column_sums(self, rows: Any, agg: list[tuple[str, str]], sums: dict[str, Sequence[tuple[float, float]]],
+                     n_groups: int) -> dict[str, ColumnSums]:
+        """One Spark aggregation (``groupBy(i)``) for the columns ``agg``: per group the count of
+        finite values and, per bounds ``(lo, hi)``, ``Σ rint(clamp(x, lo, hi)·2^−e)`` over the finite
+        values (``e`` = :func:`~privagg.mechanisms.grouped_bounded._term_exponent`) — the integers
+        of ``clamped_terms`` exactly (Java's ``Math.rint`` rounds half
+        to even like numpy's; the scaling by a power of two is exact for every term that does not round
+        to 0), summed in two long parts (:data:`_SPLIT_BITS`) and recombined as Python integers. Only
+        the G groups' integers reach the driver."""
+        import math
+
+        from pyspark.sql import functions as F
+
+        from ..mechanisms.grouped_bounded import _term_exponent
+
+        def scaled(col: Any, k: int) -> Any:  # col·2^k, by normal powers of two only
+            while k:
+                step = max(-1022, min(1023, k))
+                col = col * F.lit(math.ldexp(1.0, step))
+                k -= step
+            return col
+
+        exprs, names = [], []
+        for c, v in agg:
+            x = F.col(v)
+            finite = x.isNotNull() & ~F.isnan(x) & (F.abs(x) != F.lit(math.inf))
+            exprs.append(F.count(F.when(finite, F.lit(1))).cast("long").alias(f"p_{v}"))
+            for j, (lo, hi) in enumerate(dict.fromkeys((float(a), float(b)) for a, b in sums[c])):
+                term = F.rint(scaled(F.least(F.greatest(x, F.lit(lo)), F.lit(hi)), -_term_exponent(lo, hi)))
+                term = F.when(finite, term.cast("long"))
+                # term = high·2^20 + low (arithmetic shift, 0 <= low < 2^20): two long sums that
+                # cannot overflow below 2^43 rows (|high| < 2^19), recombined exactly on the driver
+                exprs.append(F.sum(F.shiftright(term, _SPLIT_BITS)).alias(f"h_{v}_{j}"))
+                exprs.append(F.sum(term.bitwiseAND(F.lit((1 << _SPLIT_BITS) - 1))).alias(f"l_{v}_{j}"))
+                names.append((c, v, j, (lo, hi)))
+        res = self._collect(rows.groupBy("i").agg(*exprs))
+        idx = res.column("i").to_numpy().astype(np.int64, copy=False)
+        out: dict[str, ColumnSums] = {}
+        for c, v in agg:
+            present = np.zeros(n_groups, dtype=np.int64)
+            present[idx] = res.column(f"p_{v}").to_numpy().astype(np.int64, copy=False)
+            out[c] = ColumnSums(present=present, sums={}, n_groups=n_groups)
+        for c, v, j, bounds in names:
+            parts = []
+            for name in (f"h_{v}_{j}", f"l_{v}_{j}"):
+                part = np.zeros(n_groups, dtype=np.int64)
+                part[idx] = res.column(name).fill_null(0).to_numpy().astype(np.int64, copy=False)
+                parts.append(part.astype(object))
+            out[c].sums[bounds] = parts[0] * (1 << _SPLIT_BITS) + parts[1]
+        return out
 
     def _groups(self, grouped: Any, keys: list[str], dom_frame: Any, counts: list[str]
                 ) -> tuple[Any, list[np.ndarray]]:

@@ -738,7 +738,8 @@ def aggregate(
     with open_table(table, by=by_cols, units=units, columns=columns, where=where, caller=caller,
                     csv=csv) as tab:
         secrets = (draw_secret(gen), draw_secret(gen)) if units is not None else (0, 0)
-        cand = tab.prepare(domain=dom, max_groups=l0, max_rows=linf, secrets=secrets)
+        cand = tab.prepare(domain=dom, max_groups=l0, max_rows=linf, secrets=secrets,
+                           sums=_sums_only(mets))
     if not secure:  # seeded: the same release for the same seed, whatever order the engine's rows came in
         cand = _canonical(cand, [m.column for m in mets if isinstance(m, Mean) and m.bounds is None])
     total_eps = builtins.sum((e for e, _ in split.values()), Fraction(0))
@@ -928,6 +929,19 @@ def _merge_split(shares: dict[str, tuple[Fraction, Fraction]], shared: dict[str,
         key = _joined(s, m)
         if key not in out:
             out[key] = (shares[s.name][0] + shares[m.name][0], Fraction(0))
+    return out
+
+
+def _sums_only(mets: tuple[_Metric, ...]) -> dict[str, list[tuple[float, float]]]:
+    """{column: [bounds, …]} for the columns that only bounded sums and means read (their present
+    counts and clamped integer sums): an engine may compute those where the rows live instead of
+    fetching the values (Spark). A column that a quantile or an unbounded mean reads is not here."""
+    raw = {m.column for m in mets
+           if isinstance(m, Quantile) or (isinstance(m, Mean) and m.bounds is None)}
+    out: dict[str, list[tuple[float, float]]] = {}
+    for m in mets:
+        if isinstance(m, (Sum, Mean)) and m.column not in raw:
+            out.setdefault(m.column, []).append(m.bounds)
     return out
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Contribution", "GroupedValues", "MetricResult"]
+__all__ = ["ColumnSums", "Contribution", "GroupedValues", "MetricResult"]
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,51 @@ class GroupedValues:
     def sizes(self) -> np.ndarray:
         """int64 (G,): the number of rows of each group (private)."""
         return np.bincount(self.group, minlength=self.n_groups).astype(np.int64)
+
+    def present_counts(self) -> np.ndarray:
+        """int64 (G,): the column's present (finite) values per group (private)."""
+        return np.diff(self.offsets)
+
+    def integer_sums(self, lower: float, upper: float) -> np.ndarray:
+        """Exact ``Σ clamped_terms(x, lower, upper)`` per group (object array of Python ints),
+        :func:`privagg.mechanisms.grouped_bounded.clamped_terms` and ``group_integer_sums`` in
+        numpy (private)."""
+        from .grouped_bounded import clamped_terms, group_integer_sums
+
+        return group_integer_sums(np.asarray(self.group), clamped_terms(self.values, lower, upper),
+                                  int(self.n_groups))
+
+
+@dataclass(frozen=True, eq=False)
+class ColumnSums:
+    """What the bounded metrics read of one column when the engine computed it where the rows live
+    (Spark: no value reaches the driver): the same two methods as :class:`GroupedValues`.
+
+    Attributes
+    ----------
+    present : np.ndarray
+        int64 (G,): the column's present (finite) values per group.
+    sums : dict
+        ``(lower, upper)`` (floats) → object (G,): exact ``Σ clamped_terms(x, lower, upper)`` per
+        group, for every pair of bounds the query's bounded metrics of this column use.
+    n_groups : int
+        G.
+    """
+
+    present: np.ndarray
+    sums: dict[tuple[float, float], np.ndarray]
+    n_groups: int
+
+    def present_counts(self) -> np.ndarray:
+        return self.present
+
+    def integer_sums(self, lower: float, upper: float) -> np.ndarray:
+        return self.sums[(float(lower), float(upper))]
+
+    def restrict(self, keep: np.ndarray) -> ColumnSums:
+        """The groups where ``keep`` (bool, (G,)) holds, in the same order."""
+        return ColumnSums(present=self.present[keep], sums={b: s[keep] for b, s in self.sums.items()},
+                          n_groups=int(np.count_nonzero(keep)))
 
 
 @dataclass(frozen=True, eq=False)

@@ -46,7 +46,7 @@ from ..errors import ParameterError
 from ..noise.distributions import DiscreteLaplace
 from ..noise.grid import GRID_BITS, grid_laplace_integers, rescale_integers
 from ..noise.rational import to_fraction
-from .grouped import Contribution, GroupedValues, MetricResult
+from .grouped import ColumnSums, Contribution, GroupedValues, MetricResult
 
 __all__ = [
     "CountPlan",
@@ -346,8 +346,14 @@ def _centered_plan(where: str, lo: float, hi: float, target: Fraction, c: Contri
 
 
 # --------------------------------------------------------------------------- exact integer sums
-def _check_values(where: str, gv: Any) -> GroupedValues:
-    """The engine's contract (not data): int group ids sorted in ``[0, G)``, one per value."""
+def _check_values(where: str, gv: Any) -> GroupedValues | ColumnSums:
+    """The engine's contract (not data): int group ids sorted in ``[0, G)``, one per value; or
+    the engine's per-group aggregates (:class:`ColumnSums`: G present counts)."""
+    if isinstance(gv, ColumnSums):
+        p = np.asarray(gv.present)
+        if p.shape != (int(gv.n_groups),) or not np.issubdtype(p.dtype, np.integer):
+            raise fail(where, "gv", "G present counts", gv)
+        return gv
     if not isinstance(gv, GroupedValues):
         raise fail(where, "gv", "a grouped.GroupedValues", gv)
     g, v = np.asarray(gv.group), np.asarray(gv.values)
@@ -493,8 +499,7 @@ def clamped_sums(gv: GroupedValues, *, lower: float, upper: float, epsilon: Any,
     plan = sum_plan(lower=lower, upper=upper, epsilon=epsilon, contribution=contribution)
     gen = _rng(rng)
     gv = _check_values(where, gv)
-    terms = clamped_terms(gv.values, plan.lower, plan.upper)
-    exact = group_integer_sums(np.asarray(gv.group), terms, int(gv.n_groups))
+    exact = gv.integer_sums(plan.lower, plan.upper)
     value = _release_sums(exact, plan, gen)
     w = (plan.half_width + 0.5) * math.ldexp(1.0, plan.exponent)
     return _result(value, value - w, value + w, plan.epsilon)
@@ -543,12 +548,9 @@ def _bounded_means(gv: GroupedValues, where: str, lower: float, upper: float, ep
     gv = _check_values(where, gv)
     lo, hi = plan.centered.lower, plan.centered.upper
     g_count = int(gv.n_groups)
-    group = np.asarray(gv.group)
-    n = np.diff(np.searchsorted(group, np.arange(g_count + 1, dtype=np.int64))).astype(np.int64)
-    terms = clamped_terms(gv.values, lo, hi)
-    terms *= 2
-    terms -= plan.centered.term_low + plan.centered.term_high
-    exact = group_integer_sums(group, terms, g_count)
+    n = np.asarray(gv.present_counts()).astype(np.int64)
+    # Σ (2k − (K_lo + K_hi)) = 2·Σk − (K_lo + K_hi)·n, exact in Python integers
+    exact = 2 * gv.integer_sums(lo, hi) - (plan.centered.term_low + plan.centered.term_high) * n.astype(object)
     n_hat = _laplace_release(n, plan.count, gen)
     s_hat = _release_sums(exact, plan.centered, gen)
     ok = n_hat >= 1.0
@@ -790,7 +792,7 @@ def shared_count_means(rows: np.ndarray, gv: GroupedValues, *, lower: float, upp
     gen = _rng(rng)
     gv = _check_values(where, gv)
     g_count = int(gv.n_groups)
-    present = np.diff(gv.offsets)
+    present = np.asarray(gv.present_counts())
     r = np.asarray(rows)
     if (r.shape != (g_count,) or not np.issubdtype(r.dtype, np.integer)
             or bool(np.any(r < present))):
@@ -822,7 +824,7 @@ def count_pair(rows: Any, gv: Any, eps: Fraction, contribution: Contribution, ge
     plan = count_plan(epsilon=eps, contribution=contribution)
     h = float(_count_plan("noisy_counts", plan.target, contribution, (1 - LEVEL) / 2).half_width)
     r = np.asarray(rows).astype(np.int64)
-    present = np.diff(gv.offsets)
+    present = np.asarray(gv.present_counts())
     p_hat = _laplace_release(present.astype(np.int64), plan, gen)
     m_hat = _laplace_release(r - present, plan, gen)
     value = p_hat + np.where(m_hat > h, m_hat, 0.0)
