@@ -31,8 +31,9 @@ def _exact(counts_or_gv, *, epsilon, contribution, rng, lower=None, upper=None):
     if lower is None:
         v = np.asarray(counts_or_gv, dtype=np.float64)
     else:
-        gv = counts_or_gv
-        v = np.bincount(gv.group, weights=np.clip(gv.values, lower, upper), minlength=gv.n_groups)
+        gv = counts_or_gv  # GroupedValues or the engine's ColumnSums: the same integer sums
+        h = np.ldexp(1.0, grouped_bounded._term_exponent(lower, upper))
+        v = np.array([float(k) for k in gv.integer_sums(lower, upper)]) * h
     rng.integers(0, 10, v.shape[0])  # advance the stream
     g = v.shape[0]
     return MetricResult(value=v, low=v - 1, high=v + 1, ok=np.ones(g, bool), reason=np.full(g, None, object),

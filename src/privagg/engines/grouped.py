@@ -34,10 +34,14 @@ Steps (:meth:`GroupedTable.prepare`), each one DuckDB statement, no Python loop 
    rows and of the secrets only: adding or removing a unit changes no other unit's kept rows, for
    every secret (docs/proofs/aggregate.md §3). A NULL unit is one unit;
 4. **counts** per group: bounded rows (record level: rows) and distinct units (record level: rows);
-5. **values**: one fetch of (group, v0, v1, …) for the bounded rows, ordered by the group id only
-   (``ORDER BY i``: a sort on one integer key), then per metric column the rows with a finite value. Inside a group the rows
-   are in no particular order (DuckDB's, which may vary between runs): a metric whose random
-   draws depend on row order must sort its group's values itself.
+5. **values**: for a column that only bounded sums and means read (``prepare(sums=…)``), one
+   ``GROUP BY i`` gives its present counts and exact clamped integer sums per group
+   (:meth:`GroupedTable._column_sums`, a :class:`~privagg.mechanisms.grouped.ColumnSums`: the
+   clamping and summing happen in DuckDB, the values are not fetched); for the other columns (a
+   quantile's, an unbounded mean's) one fetch of (group, v…) for the bounded rows, ordered by the
+   group id only (``ORDER BY i``: a sort on one integer key), then per metric column the rows with
+   a finite value. Inside a group the rows are in no particular order (DuckDB's, which may vary
+   between runs): a metric whose random draws depend on row order must sort its group's values itself.
 
 Everything that reads data runs here, before the ledger is charged; afterwards only numpy
 (:meth:`Candidates.restrict`) and noise remain.
@@ -336,9 +340,7 @@ class GroupedTable:
             The two 64-bit secrets of the bounding (pair priorities, row priorities); never shown.
         sums : dict, optional
             {column: [(lo, hi), …]}: columns whose metrics read only present counts and clamped
-            integer sums (the Spark engine computes those where the rows live). Here the rows
-            are fetched either way and :class:`~privagg.mechanisms.grouped.GroupedValues`
-            computes them in numpy, so it changes nothing.
+            integer sums: computed in DuckDB (:meth:`_column_sums`), their values not fetched.
         """
         q = dd.quote_identifier
         src, label = self._src, self._src.label
@@ -370,11 +372,16 @@ class GroupedTable:
             rows_src, n_rows, n_units = self._bound(keys, vals, domain, max_groups, max_rows, secrets)
         key_arrays = self._fetch_keys(keys) if dom_keys is None else dom_keys
         n_groups = int(n_rows.shape[0])
-        values = {}
-        if vals:  # one fetch of (i, v0, v1, …) ordered by the group id i (DuckDB's parallel sort on i)
-            res = self._run(f"SELECT i, {', '.join(vals)} FROM {rows_src} ORDER BY i", fetch=True)
+        values: dict[str, GroupedValues | ColumnSums] = {}
+        sums = dict(sums or {})
+        raw = [(c, v) for c, v in zip(self.columns, vals, strict=True) if c not in sums]
+        agg = [(c, v) for c, v in zip(self.columns, vals, strict=True) if c in sums]
+        if agg:
+            values.update(self._column_sums(rows_src, agg, sums, n_groups))
+        if raw:  # one fetch of (i, v0, v1, …) ordered by the group id i (DuckDB's parallel sort on i)
+            res = self._run(f"SELECT i, {', '.join(v for _, v in raw)} FROM {rows_src} ORDER BY i", fetch=True)
             group = np.ma.getdata(res["i"]).astype(np.int64, copy=False)
-            for c, v in zip(self.columns, vals, strict=True):
+            for c, v in raw:
                 col = res[v]
                 col = col.astype(np.float64).filled(np.nan) if np.ma.isMaskedArray(col) else col
                 x = np.asarray(col, dtype=np.float64)
@@ -384,6 +391,60 @@ class GroupedTable:
                 else:
                     values[c] = GroupedValues(group=group[finite], values=x[finite], n_groups=n_groups)
         return Candidates(keys=key_arrays, rows=n_rows, units=n_units, values=values)
+
+    def _column_sums(self, rows_src: str, agg: list[tuple[str, str]], sums: dict[str, Any],
+                     n_groups: int) -> dict[str, ColumnSums]:
+        """One ``GROUP BY i`` for the columns ``agg``: per group the count of finite values and, per
+        bounds ``(lo, hi)``, the exact ``Σ clamped_terms`` of :mod:`~privagg.mechanisms.grouped_bounded`
+        (``y = clamp(x, lo, hi)·2^−e``, scaled by normal powers of two: exact for every term that does
+        not round to 0; rounded half to even with ``floor`` and the exact ``y − floor(y)``), summed as
+        two BIGINT sums of ``k >> 20`` and ``k & (2^20 − 1)`` (no overflow below 2^43 rows) and
+        recombined as Python integers: the integers numpy computes from the fetched values, without
+        fetching them."""
+        import math
+
+        from ..mechanisms.grouped_bounded import _term_exponent
+
+        params: dict[str, float] = {}
+
+        def const(x: float) -> str:  # a DOUBLE parameter: exact (a literal would parse as DECIMAL)
+            name = f"c{len(params)}"
+            params[name] = float(x)
+            return f"${name}::DOUBLE"
+
+        def scaled(expr: str, k: int) -> str:
+            while k:
+                step = max(-1022, min(1023, k))
+                expr = f"({expr} * {const(math.ldexp(1.0, step))})"
+                k -= step
+            return expr
+
+        exprs, names = [], []
+        for c, v in agg:
+            exprs.append(f"count({v}) FILTER (WHERE isfinite({v}))::BIGINT AS p_{v}")
+            for j, (lo, hi) in enumerate(dict.fromkeys((float(a), float(b)) for a, b in sums[c])):
+                y = scaled(f"greatest(least({v}, {const(hi)}), {const(lo)})", -_term_exponent(lo, hi))
+                fl = f"floor({y})"
+                k = (f"({fl}::BIGINT + CASE WHEN {y} - {fl} > 0.5 OR ({y} - {fl} = 0.5 AND "
+                     f"({fl}::BIGINT & 1) = 1) THEN 1 ELSE 0 END)")
+                exprs.append(f"coalesce(sum({k} >> 20) FILTER (WHERE isfinite({v})), 0)::BIGINT AS h_{v}_{j}")
+                exprs.append(f"coalesce(sum({k} & 1048575) FILTER (WHERE isfinite({v})), 0)::BIGINT AS l_{v}_{j}")
+                names.append((c, v, j, (lo, hi)))
+        res = self._run(f"SELECT i, {', '.join(exprs)} FROM {rows_src} GROUP BY i", params, fetch=True)
+        idx = np.ma.getdata(res["i"]).astype(np.int64, copy=False)
+        out: dict[str, ColumnSums] = {}
+        for c, v in agg:
+            present = np.zeros(n_groups, dtype=np.int64)
+            present[idx] = np.ma.getdata(res[f"p_{v}"]).astype(np.int64, copy=False)
+            out[c] = ColumnSums(present=present, sums={}, n_groups=n_groups)
+        for c, v, j, bounds in names:
+            parts = []
+            for name in (f"h_{v}_{j}", f"l_{v}_{j}"):
+                part = np.zeros(n_groups, dtype=np.int64)
+                part[idx] = np.ma.getdata(res[name]).astype(np.int64, copy=False)
+                parts.append(part.astype(object))
+            out[c].sums[bounds] = parts[0] * (1 << 20) + parts[1]
+        return out
 
     def _dense(self, result: dict[str, np.ndarray], name: str) -> np.ndarray:
         """Counts per candidate 0 … C − 1 from fetched (i, count) pairs (absent: 0)."""
