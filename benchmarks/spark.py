@@ -67,7 +67,8 @@ def main() -> None:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--only", choices=("histogram", "mean"), default=None)
+    ap.add_argument("--only", choices=("histogram", "mean", "aggregate"), default=None)
+    ap.add_argument("--agg-rows", type=int, default=10_000_000)
     ap.add_argument("--mean-rows", type=int, default=2_000_000)
     ap.add_argument("--units", type=int, default=0,
                     help="also user level: a unit column with this many units; privagg's bounded stable "
@@ -75,6 +76,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.only == "mean":
         return bench_mean(args)
+    if args.only == "aggregate":
+        return bench_aggregate(args)
 
     from privagg.engines import duckdb as duckdb_engine
     from privagg.engines import spark as se
@@ -147,6 +150,73 @@ def main() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
     if args.only is None:
         bench_mean(args)
+
+
+def bench_aggregate(args: argparse.Namespace) -> None:
+    """``privagg.aggregate`` on Spark (count, bounded sum and bounded mean of ``y`` per key, private
+    key selection) against the plain Spark ``groupBy(k).agg(count, sum, avg)`` of the same clamped
+    column, collected to the driver; the same release with the values fetched to the driver (the
+    engine before 2026-12-06: ``prepare(sums=None)``) and through DuckDB. ``--agg-rows`` rows, 1000
+    Zipf-like keys, ``y`` lognormal(3, 1), bounds (0, 500); best of ``--repeat`` after a warm-up."""
+    from pyspark.sql import functions as F
+
+    import privagg
+    from privagg.engines import spark as se
+    from privagg.engines.spark_grouped import SparkGroupedTable
+
+    tmp = Path(tempfile.mkdtemp(prefix="privagg-spark-agg-"))
+    try:
+        data = tmp / "agg.parquet"
+        con = duckdb.connect()
+        t = time.perf_counter()
+        con.sql(f"COPY (SELECT CAST(floor(pow(random(), 3) * 1000) AS BIGINT) AS k, exp(3 + sqrt(-2 * ln(random())) "
+                f"* cos(2 * pi() * random())) AS y FROM range({args.agg_rows})) TO '{data}' "
+                f"(FORMAT parquet, ROW_GROUP_SIZE 1000000)")
+        con.close()
+        print(f"data: {args.agg_rows:,} rows, ≤ 1,000 keys, {data.stat().st_size / 2**20:.0f} MiB Parquet "
+              f"(written in {time.perf_counter() - t:.1f} s)")
+        spark = se.spark_session(args.master, {"spark.sql.shuffle.partitions": str(args.partitions),
+                                               "spark.driver.memory": "2g"})
+        df = spark.read.parquet(str(data))
+        metrics = [privagg.count(), privagg.sum("y", bounds=(0.0, 500.0)), privagg.mean("y", bounds=(0.0, 500.0))]
+
+        def plain() -> None:
+            yc = F.least(F.greatest(F.col("y"), F.lit(0.0)), F.lit(500.0))
+            df.groupBy("k").agg(F.count(F.lit(1)), F.sum(yc), F.avg(yc)).toArrow()
+
+        def private(table) -> None:
+            privagg.aggregate(table, by="k", metrics=metrics, epsilon=1.0, delta=1e-6).to_pandas()
+
+        real_prepare = SparkGroupedTable.prepare
+
+        def fetched() -> None:  # the values fetched to the driver, as before
+            SparkGroupedTable.prepare = lambda self, **kw: real_prepare(self, **{**kw, "sums": None})
+            try:
+                private(df)
+            finally:
+                SparkGroupedTable.prepare = real_prepare
+
+        def timed(fn):  # seconds, or the error (the values fetch can exceed the driver's limits)
+            try:
+                return best(fn, args.repeat)
+            except privagg.ParameterError as exc:
+                return f"failed: {str(exc)[:90]}"
+
+        rows = [("Spark groupBy(k).agg(count, sum, avg) (plain)", timed(plain)),
+                ("Spark privagg.aggregate, sums in Spark", timed(lambda: private(df))),
+                ("Spark privagg.aggregate, values fetched", timed(fetched)),
+                ("DuckDB privagg.aggregate (same query)", timed(lambda: private(str(data))))]
+        base = rows[0][1]
+        print(f"{'job':48s} {'seconds':>8s} {'× plain':>8s}")
+        for name, sec in rows:
+            if isinstance(sec, str):
+                print(f"{name:48s} {sec}")
+            else:
+                print(f"{name:48s} {sec:8.2f} {sec / base:8.2f}")
+        print(f"master {args.master}, {args.partitions} shuffle partitions, best of {args.repeat} after a warm-up")
+        spark.stop()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 #: the SparkPoints methods timed (and counted as passes when they run a Spark job)
