@@ -167,8 +167,11 @@ def test_shared_count_release_is_the_pair_and_the_mean():
     for a in ("value", "low", "high", "ok"):
         np.testing.assert_array_equal(getattr(m, a), getattr(ref, a))
     np.testing.assert_array_equal(m.extra["n_hat"], p_hat)
-    np.testing.assert_array_equal(cnt.value, p_hat + np.maximum(m_hat, 0))
-    np.testing.assert_array_equal(cnt.high - cnt.value, np.full(5, float(plan.count_half_width)))
+    h_p, h_m = float(plan.mean.count.half_width), float(plan.missing.half_width)
+    np.testing.assert_array_equal(cnt.value, p_hat + np.where(m_hat > h_m, m_hat, 0))
+    np.testing.assert_array_equal(cnt.low, p_hat - h_p + np.maximum(m_hat - h_m, 0))
+    np.testing.assert_array_equal(cnt.high, p_hat + h_p + np.maximum(m_hat + h_m, 0))
+    assert h_p + h_m == plan.count_half_width and (m_hat > h_m).any()  # 20 % missing: the pair's branch
     np.testing.assert_array_equal(s.value, s_hat + mp.mid * p_hat)
     assert cnt.epsilon == s.epsilon == m.epsilon == ref.epsilon <= 3
     cnt2, s2, _ = gb.shared_count_means(rows, gv, lower=-1, upper=6, epsilon_count=1, epsilon_group=2,
@@ -223,10 +226,15 @@ def test_missing_values_are_counted_by_count_not_by_the_mean(monkeypatch, tmp_pa
     # a CSV: a non-numeric field and an empty field are missing values too
     path = tmp_path / "t.csv"
     path.write_text("g,x\na,1\na,abc\na,\na,3\nb,5\n", encoding="utf-8")
-    r = privagg.aggregate(str(path), by="g", metrics=mets[:2], epsilon=2, domain=["a", "b"], rng=0)
+    r = privagg.aggregate(str(path), by="g", metrics=mets[:2], epsilon=8, domain=["a", "b"], rng=0)
     assert list(r.split) == ["count+mean_x"]
     assert r.groups["count"].tolist() == [4, 1] and r.extra["mean_x"]["n_hat"].tolist() == [2, 1]
     assert r.groups["mean_x"].tolist() == [2.0, 5.0]
+    # at ε = 2 the 2.5 % quantile h_M of m̃'s noise is >= 2: a's two missing rows are not added
+    # (the count's threshold rule), and the interval still holds the 4 rows
+    r = privagg.aggregate(str(path), by="g", metrics=mets[:2], epsilon=2, domain=["a", "b"], rng=0)
+    assert r.groups["count"].tolist() == [2, 1] and r.extra["count"]["m_hat"].tolist() == [2, 0]
+    assert r.groups["count_low"][0] <= 4 <= r.groups["count_high"][0]
 
 
 # ----------------------------------------------------------------------------------- audits
@@ -268,7 +276,8 @@ def _audit(case, monkeypatch):
         cnt, s, m = gb.shared_count_means(rows, gv, lower=lo, upper=hi, epsilon_count=EPS_C, epsilon_group=EPS_G,
                                           contribution=c, rng=np.random.default_rng(seed), with_sum=True)
         p = m.extra["n_hat"]
-        return p, cnt.value - p, np.rint((s.value - plan.mid * p) / g)
+        assert np.array_equal(cnt.extra["p_hat"], p)
+        return p, cnt.extra["m_hat"], np.rint((s.value - plan.mid * p) / g)
 
     with monkeypatch.context() as mp:
         mp.setattr(grid_mod, "_laplace_flat", lambda scale, n, gen: np.zeros(n, np.int64))
@@ -340,3 +349,47 @@ def test_audit_shared_count_negative_control_missing(case, monkeypatch, cheap_mi
     cheap_missing()
     res = _audit(case, monkeypatch)
     assert res.violates(1.0), f"{case} seed={SEED}: m̃ at twice its ε not detected ({res})"
+
+
+def _count_coverage(seed: int, shrink: float = 1.0) -> float:
+    """Coverage of the shared count's interval over 3000 groups (1000 each with m = 0, 3, 40
+    missing rows next to 50 present ones), ε_count = ε_G = 1/2; ``shrink`` scales both half-widths."""
+    rng = np.random.default_rng(seed)
+    G = 3000
+    miss = np.repeat([0, 3, 40], G // 3)
+    pairs = [(g, 1.0) for g in range(G) for _ in range(50)] + [(g, np.nan) for g in range(G) for _ in range(miss[g])]
+    gv, rows = _gv(pairs, G)
+    cnt, _, _ = gb.shared_count_means(rows, gv, lower=0, upper=2, epsilon_count=Fraction(1, 2),
+                                      epsilon_group=Fraction(1, 2), contribution=Contribution(),
+                                      rng=np.random.default_rng(seed + 1))
+    mid = (cnt.low + cnt.high) / 2
+    lo, hi = mid - shrink * (mid - cnt.low), mid + shrink * (cnt.high - mid)
+    return float(np.mean((lo <= rows) & (rows <= hi)))
+
+
+def test_shared_count_interval_covers_the_rows():
+    """The count's interval holds ``rows`` with probability >= 95 % per group (union bound over
+    p̃ and m̃; seed 41, 3000 groups): coverage >= 0.93 fails with probability < 10⁻⁴ at a true
+    0.95 (binomial sd 0.004). Negative control: half-widths × 0.3 must cover below 0.93."""
+    cov = _count_coverage(41)
+    print("seed 41 coverage", cov)
+    assert cov >= 0.93
+    assert _count_coverage(41, shrink=0.3) < 0.93
+
+
+def test_shared_count_without_missing_values_is_the_present_count():
+    """No missing value (m = 0 in 200 groups, seed 43): the count is p̃ wherever m̃ <= h_M (m̃'s
+    2.5 % quantile), so it carries p̃'s noise alone; the old rule p̃ + max(m̃, 0) differs on the
+    groups with 0 < m̃ <= h_M (the test asserts there are some)."""
+    G = 200
+    gv, rows = _gv([(g, 1.0) for g in range(G) for _ in range(30)], G)
+    cnt, _, _ = gb.shared_count_means(rows, gv, lower=0, upper=2, epsilon_count=Fraction(1, 2),
+                                      epsilon_group=Fraction(1, 2), contribution=Contribution(),
+                                      rng=np.random.default_rng(43))
+    plan = gb.count_share_plan(lower=0, upper=2, epsilon_count=Fraction(1, 2), epsilon_group=Fraction(1, 2),
+                               contribution=Contribution())
+    p, m = cnt.extra["p_hat"], cnt.extra["m_hat"]
+    h_m = float(plan.missing.half_width)
+    small = m <= h_m
+    assert small.mean() > 0.9 and np.array_equal(cnt.value[small], p[small])
+    assert ((m > 0) & small).any()  # where p̃ + max(m̃, 0) would have added m̃

@@ -23,7 +23,7 @@ with equal weights); the two steps are then one, reported as ``"sum_<col>+mean_<
 ε (their weights stay the keys of ``weights``). ``count()`` counts rows, while the mean's count
 counts the rows with a present value in the column (which rows those are is data), so ``count()``
 joins a bounded mean by the pair (present rows, missing rows) per group — p̃ with the
-sensitivity of one count, m̃ at a present row's cost; count = p̃ + max(m̃, 0), the mean (and its
+sensitivity of one count, m̃ at a present row's cost; count = p̃ + m̃ where m̃ exceeds its 2.5 % quantile, else p̃, the mean (and its
 shared sum) use p̃; inside the step the centered sum gets ε_S = ε_G/2 + min(ε_count, ε_sum)/2 and
 p̃ the rest (:func:`~privagg.mechanisms.grouped_bounded.centered_share`) — for the FIRST
 bounded mean in the query's order for which the public rule of

@@ -681,10 +681,10 @@ class CountSharePlan:
         present row costs (``1/t_P + u/t_S``, ``u`` the per-row part of ``S̃``'s sensitivity in
         release units; docs/proofs/aggregate_bounded.md §8). Quantile at 2.5 %.
     count_half_width : int
-        ``k_P + k_M`` (the two 2.5 % two-sided quantiles): ``P[|count − rows| > k] <= 5 %``.
+        ``k_P + k_M`` (the two 2.5 % two-sided quantiles; the released interval's widest half).
     shared_variance, direct_variance : Fraction or None
-        ``t_P² + t_M²`` (the count ``p̃ + m̃``, before the clamp ``m̃ ↦ max(m̃, 0)``, which never
-        increases its mean squared error) and ``t_C²`` (:func:`count_plan` at ``ε_count``), in
+        ``t_P² + t_M²`` (the count ``p̃ + m̃`` of a group with missing values: the worst case of
+        the rule of :func:`shared_count_means`) and ``t_C²`` (:func:`count_plan` at ``ε_count``), in
         squared rows over 2 (``Var DLap(t) ≈ 2t²``, the factor 2 common); None where the direct
         count refuses its parameters.
     """
@@ -761,7 +761,10 @@ def shared_count_means(rows: np.ndarray, gv: GroupedValues, *, lower: float, upp
     ``p_g`` = the group's rows with a present (finite) value of the column (``gv``), ``m_g =
     rows_g − p_g`` the others; ``p̃ = p + DLap(t_P)``, then ``S̃`` (as :func:`bounded_means`),
     then ``m̃ = m + DLap(t_M)`` (:func:`count_share_plan`; ``t_M <= t_P``). Post-processing:
-    ``count = p̃ + max(m̃, 0)`` (``m >= 0``, so the clamp only moves ``m̃`` towards ``m``), the
+    ``count = p̃ + m̃`` where ``m̃ > h_M``, else ``p̃`` (``h_M``, ``h_P``: the 2.5 % two-sided
+    quantiles of ``DLap(t_M)``, ``DLap(t_P)``; a group with ``0 < m <= h_M`` missing values may be
+    counted short, inside the interval ``[p̃ − h_P + max(m̃ − h_M, 0), p̃ + h_P + max(m̃ + h_M, 0)]``,
+    which holds the rows with probability >= 95 %), the
     mean ``clamp(mid + S̃/p̃, lo, hi)`` exactly as :func:`bounded_means` with ``n̂ = p̃``, the
     sum ``S̃ + mid·p̃`` as :func:`shared_sums_means`.
 
@@ -781,9 +784,8 @@ def shared_count_means(rows: np.ndarray, gv: GroupedValues, *, lower: float, upp
     Returns
     -------
     (MetricResult, MetricResult or None, MetricResult)
-        The count (``value ∓ k``, ``k = k_P + k_M`` of :class:`CountSharePlan`: its error is at
-        most ``|Z_P| + |Z_M|``, so it contains the bounded row count with probability
-        ``>= 95 %``), the sum (None unless ``with_sum``), the mean
+        The count (the interval above: it contains the bounded row count with probability
+        ``>= 95 %``; ``extra``: the released pair ``p_hat``, ``m_hat``), the sum (None unless ``with_sum``), the mean
         (``extra["n_hat"]`` = ``p̃``). Each reports the step's guarantee ``<= ε_count + ε_G``.
     """
     where = "shared_count_means"
@@ -801,9 +803,13 @@ def shared_count_means(rows: np.ndarray, gv: GroupedValues, *, lower: float, upp
     means, p_hat, s_hat, mp = _bounded_means(gv, where, lower, upper, None, contribution, gen,
                                              plan=plan.mean)
     m_hat = _laplace_release((r - present).astype(np.int64), plan.missing, gen)
-    value = p_hat + np.maximum(m_hat, 0.0)  # m >= 0: the clamp never moves m̃ away from m
-    k = float(plan.count_half_width)
-    counts = _result(value, value - k, value + k, mp.epsilon)
+    # the missing rows join only where m̃ exceeds its 2.5 % quantile h_M (a column without
+    # missing values, the usual case, keeps p̃'s noise alone); the interval as count_pair's
+    h_p, h_m = float(plan.mean.count.half_width), float(plan.missing.half_width)
+    value = p_hat + np.where(m_hat > h_m, m_hat, 0.0)
+    counts = _result(value, p_hat - h_p + np.maximum(m_hat - h_m, 0.0),
+                     p_hat + h_p + np.maximum(m_hat + h_m, 0.0), mp.epsilon,
+                     extra={"p_hat": p_hat, "m_hat": m_hat})
     sums = _sum_from(p_hat, s_hat, mp) if with_sum else None
     return counts, sums, means
 
