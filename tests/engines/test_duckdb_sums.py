@@ -6,7 +6,6 @@ significant digits), so every release is unchanged."""
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pandas as pd
@@ -16,23 +15,10 @@ import privagg
 from privagg.engines import grouped as eg
 from privagg.mechanisms.grouped import ColumnSums, GroupedValues
 from privagg.mechanisms.grouped_bounded import _term_exponent
+from privagg.testing.fixtures import CLAMP_BOUNDS, hostile_term_values
 
-BOUNDS = [(-3.0, 10.0), (0.0, 1.0), (-2.0**800, 2.0**800), (-1e-300, 3e-300), (-7.25, -0.5),
-          (280.124, 1656.459000000001)]
-
-
-def _hostile(seed: int = 5, n: int = 20_000) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    grids = [math.ldexp(1.0, _term_exponent(lo, hi)) for lo, hi in BOUNDS]
-    h = rng.choice(grids, n)
-    ties = (rng.integers(-2**20, 2**20, n) + 0.5) * h
-    x = np.where(rng.random(n) < 0.5, ties, rng.normal(2.0, 5.0, n))
-    special = rng.random(n) < 0.1
-    x[special] = rng.choice([0.0, -0.0, np.inf, -np.inf, np.nan, 1e300, -1e300, 1e-300, 5e-324, 2.0**799],
-                            special.sum())
-    x = pd.array(x, dtype="Float64")
-    x[rng.random(n) < 0.03] = pd.NA
-    return pd.DataFrame({"g": rng.integers(0, 7, n).astype(str), "x": x})
+BOUNDS = CLAMP_BOUNDS
+_hostile = hostile_term_values
 
 
 @pytest.mark.parametrize("units", [None, "u"])

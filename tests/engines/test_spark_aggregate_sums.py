@@ -10,7 +10,6 @@ One SparkSession for all Spark tests (tests/engines/conftest.py).
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pandas as pd
@@ -23,10 +22,12 @@ from privagg.engines.grouped import open_table  # noqa: E402
 from privagg.engines.spark_grouped import SparkGroupedTable  # noqa: E402
 from privagg.mechanisms.grouped import ColumnSums, GroupedValues  # noqa: E402
 from privagg.mechanisms.grouped_bounded import _term_exponent  # noqa: E402
+from privagg.testing.fixtures import CLAMP_BOUNDS, hostile_term_values  # noqa: E402
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
 
-BOUNDS = [(-3.0, 10.0), (0.0, 1.0), (-2.0**800, 2.0**800), (-1e-300, 3e-300), (-7.25, -0.5)]
+BOUNDS = CLAMP_BOUNDS
+_hostile = hostile_term_values
 
 
 def _sdf(spark, pdf: pd.DataFrame):
@@ -35,21 +36,6 @@ def _sdf(spark, pdf: pd.DataFrame):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # pyspark and pandas >= 3
         return spark.createDataFrame(pdf)
-
-
-def _hostile(seed: int = 5, n: int = 3000) -> pd.DataFrame:
-    """Values on and between the term grids of every bounds pair (exact ties k + 1/2), ±0, ±inf,
-    NaN, NULL, 1e±300, and ordinary normals; keys in 7 groups."""
-    rng = np.random.default_rng(seed)
-    grids = [math.ldexp(1.0, _term_exponent(lo, hi)) for lo, hi in BOUNDS]
-    h = rng.choice(grids, n)
-    ties = (rng.integers(-2**20, 2**20, n) + 0.5) * h
-    x = np.where(rng.random(n) < 0.5, ties, rng.normal(2.0, 5.0, n))
-    special = rng.random(n) < 0.1
-    x[special] = rng.choice([0.0, -0.0, np.inf, -np.inf, np.nan, 1e300, -1e300, 1e-300, 5e-324, 2.0**799], special.sum())
-    x = pd.array(x, dtype="Float64")
-    x[rng.random(n) < 0.03] = pd.NA
-    return pd.DataFrame({"g": rng.integers(0, 7, n).astype(str), "x": x})
 
 
 def test_spark_column_sums_equal_numpy_on_hostile_values(spark) -> None:

@@ -71,3 +71,33 @@ def mixed_type_table(n: int, seed: int) -> np.ndarray:
     g = np.random.default_rng(seed)
     return np.column_stack([(g.random(n) < 0.2).astype(float), 100 * g.lognormal(0.0, 1.0, n),
                             g.normal(50.0, 10.0, n)])
+
+
+#: Bounds for the clamped-sum equality tests of the engines: ordinary, unit, near 2^±850 (scaling
+#: by powers of two in two steps), a negative range, and a bound with 16 significant digits.
+CLAMP_BOUNDS = [(-3.0, 10.0), (0.0, 1.0), (-2.0**800, 2.0**800), (-1e-300, 3e-300), (-7.25, -0.5),
+                (280.124, 1656.459000000001)]
+
+
+def hostile_term_values(seed: int = 5, n: int = 20_000) -> Any:
+    """A pandas DataFrame ``g`` (7 keys as strings), ``x`` (nullable Float64): half the values exact
+    ties ``(k + 1/2)·h`` on the term grid ``h`` of one of :data:`CLAMP_BOUNDS` (so half-to-even
+    rounding is exercised), the others normal; 10 % of ±0, ±inf, NaN, ±1e300, 1e-300, the least
+    subnormal, 2^799; 3 % NULL. Used by the DuckDB and Spark engines' clamped-sum tests."""
+    import math
+
+    import pandas as pd
+
+    from ..mechanisms.grouped_bounded import _term_exponent
+
+    rng = np.random.default_rng(seed)
+    grids = [math.ldexp(1.0, _term_exponent(lo, hi)) for lo, hi in CLAMP_BOUNDS]
+    h = rng.choice(grids, n)
+    ties = (rng.integers(-2**20, 2**20, n) + 0.5) * h
+    x = np.where(rng.random(n) < 0.5, ties, rng.normal(2.0, 5.0, n))
+    special = rng.random(n) < 0.1
+    x[special] = rng.choice([0.0, -0.0, np.inf, -np.inf, np.nan, 1e300, -1e300, 1e-300, 5e-324, 2.0**799],
+                            special.sum())
+    xs = pd.array(x, dtype="Float64")
+    xs[rng.random(n) < 0.03] = pd.NA
+    return pd.DataFrame({"g": rng.integers(0, 7, n).astype(str), "x": xs})
