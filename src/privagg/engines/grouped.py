@@ -77,6 +77,22 @@ _NUMERIC_TYPE = re.compile(
 _UNIT_COLUMN = "__privagg_unit__"
 
 
+#: The engines sum the clamped terms (|k| < 2^39) as two long sums, of ``k >> SPLIT_BITS`` and of
+#: ``k & (2^SPLIT_BITS − 1)``: neither overflows a 64-bit integer below 2^43 rows.
+SPLIT_BITS = 20
+
+
+def split_sums(idx: np.ndarray, high: np.ndarray, low: np.ndarray, n_groups: int) -> np.ndarray:
+    """Exact per-group sums (object array of Python ints, shape (G,)) from the two part sums of
+    :data:`SPLIT_BITS` at the group ids ``idx`` (absent groups: 0): ``high·2^SPLIT_BITS + low``."""
+    parts = []
+    for part_sums in (high, low):
+        part = np.zeros(n_groups, dtype=np.int64)
+        part[np.asarray(idx, dtype=np.int64)] = np.asarray(part_sums).astype(np.int64, copy=False)
+        parts.append(part.astype(object))
+    return parts[0] * (1 << SPLIT_BITS) + parts[1]
+
+
 @dataclass(frozen=True, eq=False)
 class Candidates:
     """The groups that may be released, in their canonical (or domain) order, before selection.
@@ -427,8 +443,9 @@ class GroupedTable:
                 fl = f"floor({y})"
                 k = (f"({fl}::BIGINT + CASE WHEN {y} - {fl} > 0.5 OR ({y} - {fl} = 0.5 AND "
                      f"({fl}::BIGINT & 1) = 1) THEN 1 ELSE 0 END)")
-                exprs.append(f"coalesce(sum({k} >> 20) FILTER (WHERE isfinite({v})), 0)::BIGINT AS h_{v}_{j}")
-                exprs.append(f"coalesce(sum({k} & 1048575) FILTER (WHERE isfinite({v})), 0)::BIGINT AS l_{v}_{j}")
+                exprs.append(f"coalesce(sum({k} >> {SPLIT_BITS}) FILTER (WHERE isfinite({v})), 0)::BIGINT AS h_{v}_{j}")
+                exprs.append(f"coalesce(sum({k} & {(1 << SPLIT_BITS) - 1}) FILTER (WHERE isfinite({v})), 0)::BIGINT "
+                             f"AS l_{v}_{j}")
                 names.append((c, v, j, (lo, hi)))
         res = self._run(f"SELECT i, {', '.join(exprs)} FROM {rows_src} GROUP BY i", params, fetch=True)
         idx = np.ma.getdata(res["i"]).astype(np.int64, copy=False)
@@ -438,12 +455,8 @@ class GroupedTable:
             present[idx] = np.ma.getdata(res[f"p_{v}"]).astype(np.int64, copy=False)
             out[c] = ColumnSums(present=present, sums={}, n_groups=n_groups)
         for c, v, j, bounds in names:
-            parts = []
-            for name in (f"h_{v}_{j}", f"l_{v}_{j}"):
-                part = np.zeros(n_groups, dtype=np.int64)
-                part[idx] = np.ma.getdata(res[name]).astype(np.int64, copy=False)
-                parts.append(part.astype(object))
-            out[c].sums[bounds] = parts[0] * (1 << 20) + parts[1]
+            out[c].sums[bounds] = split_sums(idx, np.ma.getdata(res[f"h_{v}_{j}"]),
+                                             np.ma.getdata(res[f"l_{v}_{j}"]), n_groups)
         return out
 
     def _dense(self, result: dict[str, np.ndarray], name: str) -> np.ndarray:

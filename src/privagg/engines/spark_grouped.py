@@ -67,7 +67,7 @@ import numpy as np
 from .._validate import fail
 from ..errors import ParameterError
 from ..mechanisms.grouped import ColumnSums, GroupedValues
-from .grouped import Candidates, domain_columns, duplicate_domain_key
+from .grouped import SPLIT_BITS, Candidates, domain_columns, duplicate_domain_key, split_sums
 from .spark import (
     _FLOATS,
     _REFUSED,
@@ -84,9 +84,6 @@ from .spark import (
 
 __all__ = ["SparkGroupedTable", "open_spark_table"]
 
-#: The clamped terms (|k| < 2^39) are summed in Spark as two long sums, of ``k >> _SPLIT_BITS``
-#: and of ``k & (2^_SPLIT_BITS − 1)``: neither overflows a long below 2^43 rows.
-_SPLIT_BITS = 20
 _NUMERIC = {"ByteType", "ShortType", "IntegerType", "LongType", "FloatType", "DoubleType", "DecimalType"}
 
 
@@ -240,7 +237,7 @@ class SparkGroupedTable:
         values (``e`` = :func:`~privagg.mechanisms.grouped_bounded._term_exponent`) — the integers
         of ``clamped_terms`` exactly (Java's ``Math.rint`` rounds half
         to even like numpy's; the scaling by a power of two is exact for every term that does not round
-        to 0), summed in two long parts (:data:`_SPLIT_BITS`) and recombined as Python integers. Only
+        to 0), summed in two long parts (:data:`SPLIT_BITS`) and recombined as Python integers. Only
         the G groups' integers reach the driver."""
         import math
 
@@ -265,8 +262,8 @@ class SparkGroupedTable:
                 term = F.when(finite, term.cast("long"))
                 # term = high·2^20 + low (arithmetic shift, 0 <= low < 2^20): two long sums that
                 # cannot overflow below 2^43 rows (|high| < 2^19), recombined exactly on the driver
-                exprs.append(F.sum(F.shiftright(term, _SPLIT_BITS)).alias(f"h_{v}_{j}"))
-                exprs.append(F.sum(term.bitwiseAND(F.lit((1 << _SPLIT_BITS) - 1))).alias(f"l_{v}_{j}"))
+                exprs.append(F.sum(F.shiftright(term, SPLIT_BITS)).alias(f"h_{v}_{j}"))
+                exprs.append(F.sum(term.bitwiseAND(F.lit((1 << SPLIT_BITS) - 1))).alias(f"l_{v}_{j}"))
                 names.append((c, v, j, (lo, hi)))
         res = self._collect(rows.groupBy("i").agg(*exprs))
         idx = res.column("i").to_numpy().astype(np.int64, copy=False)
@@ -276,12 +273,8 @@ class SparkGroupedTable:
             present[idx] = res.column(f"p_{v}").to_numpy().astype(np.int64, copy=False)
             out[c] = ColumnSums(present=present, sums={}, n_groups=n_groups)
         for c, v, j, bounds in names:
-            parts = []
-            for name in (f"h_{v}_{j}", f"l_{v}_{j}"):
-                part = np.zeros(n_groups, dtype=np.int64)
-                part[idx] = res.column(name).fill_null(0).to_numpy().astype(np.int64, copy=False)
-                parts.append(part.astype(object))
-            out[c].sums[bounds] = parts[0] * (1 << _SPLIT_BITS) + parts[1]
+            out[c].sums[bounds] = split_sums(idx, res.column(f"h_{v}_{j}").fill_null(0).to_numpy(),
+                                             res.column(f"l_{v}_{j}").fill_null(0).to_numpy(), n_groups)
         return out
 
     def _groups(self, grouped: Any, keys: list[str], dom_frame: Any, counts: list[str]
