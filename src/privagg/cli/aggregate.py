@@ -326,6 +326,11 @@ def _cast_keys(texts: list[str], duckdb_type: str) -> list[Any]:
 @click.option("--ledger", type=click.Path(dir_okay=False, path_type=Path), help="Charge this privacy ledger.")
 @click.option("--seed", default=None, metavar="N", help="Seeded, NOT secure randomness (for tests and demos).")
 @click.option("--rows", default=30, show_default=True, type=click.IntRange(min=1), help="Table rows shown.")
+@click.option("--engine", default="duckdb", show_default=True, metavar="duckdb|spark",
+              help="Where the rows are counted, bounded, clamped and summed: DuckDB (default) or Apache Spark "
+                   "(pip install 'privagg[spark]'; Parquet; no --where).")
+@click.option("--spark-master", metavar="URL", help="Spark master with --engine spark [default: local[*]].")
+@click.option("--spark-conf", multiple=True, metavar="KEY=VALUE", help="A Spark setting (repeatable).")
 @csv_dialect
 def aggregate(
     file: Path,
@@ -347,6 +352,9 @@ def aggregate(
     ledger: Path | None,
     seed: str | None,
     rows: int,
+    engine: str,
+    spark_master: str | None,
+    spark_conf: tuple[str, ...],
     delimiter: str,
     encoding: str,
     quote: str,
@@ -368,8 +376,44 @@ def aggregate(
     csv = csv_options(WHERE, delimiter, encoding, quote)
     if plot is not None:
         plot = plot_target(WHERE, "plot", plot)
+    from . import _spark
 
-    schema = _schema(file, csv)
+    conf = _spark.engine_conf(WHERE, engine, spark_master, spark_conf)
+    if engine == "spark":
+        if where_sql is not None:  # checked as DuckDB SQL, which Spark SQL reads differently
+            raise _validate.fail(WHERE, "where", "given with --engine duckdb only (filter the Parquet data in "
+                                 "Spark first)", where_sql)
+        if csv != duckdb_engine.CsvOptions():
+            raise _validate.fail(WHERE, "delimiter", "left at its default with --engine spark (Parquet only)",
+                                 delimiter)
+    with ExitStack() as stack:
+        frame = None
+        if engine == "spark":  # Spark started and the schema read before anything is charged
+            frame = _spark.spark_frame(stack, file, WHERE, spark_master, conf)
+            schema = spark_schema(frame)
+        else:
+            schema = _schema(file, csv)
+        release = _aggregate(stack, file, frame, schema, by_cols, metrics, where_sql, domain, privacy_unit,
+                             l0, linf, eps, dlt, weight_map, rng, csv, ledger, engine)
+    _show(release, file=file, as_json=as_json, rows=rows, plot=plot, privacy_unit=privacy_unit)
+
+
+def spark_schema(frame: Any) -> dict[str, str]:
+    """Column name → the DuckDB type name of a Spark column's type (for the column checks and the
+    domain's cast; a type without one is refused there, as with DuckDB)."""
+    names = {"bigint": "BIGINT", "int": "INTEGER", "smallint": "SMALLINT", "tinyint": "TINYINT",
+             "double": "DOUBLE", "float": "FLOAT", "string": "VARCHAR", "boolean": "BOOLEAN", "date": "DATE"}
+    out = {}
+    for field in frame.schema.fields:
+        simple = field.dataType.simpleString()
+        out[field.name] = names.get(simple, simple.upper())
+    return out
+
+
+def _aggregate(stack: Any, file: Path, frame: Any, schema: dict[str, str], by_cols: list[str], metrics: Any,
+               where_sql: str | None, domain: Path | None, privacy_unit: str | None, l0: int, linf: int,
+               eps: Any, dlt: Any, weight_map: Any, rng: Any, csv: Any, ledger: Path | None, engine: str) -> Any:
+    """Schema checks, the domain, the ledger (opened in ``stack``) and the release, in that order."""
     for name in by_cols:
         _check_column("by", name, schema)
     for kind, col, _ in metrics:
@@ -385,20 +429,20 @@ def aggregate(
     extra: dict[str, Any] = {}
     if csv != duckdb_engine.CsvOptions():
         extra["csv"] = csv  # a non-default dialect (aggregate's ``csv=`` keyword)
-    with ExitStack() as stack:
-        opened = None if ledger is None else stack.enter_context(Ledger(ledger))
-        context: dict[str, Any] = {"by": by_cols, "metrics": [_spec_text(m) for m in metrics]}
-        if where_sql is not None:
-            context["where"] = where_sql
-        if privacy_unit is not None:
-            context["privacy_unit"] = privacy_unit
-        charged = _guard.charging(opened, command="aggregate", file=str(file), **context)
-        release = api.aggregate(
-            str(file), by=by_cols if len(by_cols) > 1 else by_cols[0], metrics=built, epsilon=eps,
-            delta=dlt, domain=keys, units=privacy_unit, max_groups_per_unit=l0, max_rows_per_group=linf,
-            weights=weight_map, where=where_sql, rng=rng, ledger=charged, **extra,
-        )
-    _show(release, file=file, as_json=as_json, rows=rows, plot=plot, privacy_unit=privacy_unit)
+    opened = None if ledger is None else stack.enter_context(Ledger(ledger))
+    context: dict[str, Any] = {"by": by_cols, "metrics": [_spec_text(m) for m in metrics]}
+    if where_sql is not None:
+        context["where"] = where_sql
+    if privacy_unit is not None:
+        context["privacy_unit"] = privacy_unit
+    if engine == "spark":
+        context["engine"] = "spark"
+    charged = _guard.charging(opened, command="aggregate", file=str(file), **context)
+    return api.aggregate(
+        str(file) if frame is None else frame, by=by_cols if len(by_cols) > 1 else by_cols[0], metrics=built,
+        epsilon=eps, delta=dlt, domain=keys, units=privacy_unit, max_groups_per_unit=l0,
+        max_rows_per_group=linf, weights=weight_map, where=where_sql, rng=rng, ledger=charged, **extra,
+    )
 
 
 def _delta(text: str) -> float:
