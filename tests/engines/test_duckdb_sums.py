@@ -71,3 +71,17 @@ def test_bounded_metrics_do_not_fetch_their_column(monkeypatch) -> None:
     privagg.aggregate(pdf, by="g", metrics=metrics + [privagg.quantile("x", 0.5, (0.0, 40.0))], epsilon=2,
                       domain=list("abcd"), rng=4)
     assert any("ORDER BY i" in q for q in seen)
+
+
+@pytest.mark.parametrize("k, n", [(0, 0), (5, 1), (-1022, 1), (1023, 1), (1034, 2), (-1034, 2), (2500, 3)])
+def test_power_steps_known_answers(k, n) -> None:
+    """``power_steps(k)``: ``n`` normal powers of two whose exact product is 2^k (checked in
+    integers/rationals: no double overflow on the way)."""
+    from fractions import Fraction
+
+    steps = eg.power_steps(k)
+    assert len(steps) == n and all(2.0**-1022 <= s <= 2.0**1023 for s in steps)
+    prod = Fraction(1)
+    for s in steps:
+        prod *= Fraction(s)
+    assert prod == Fraction(2) ** k

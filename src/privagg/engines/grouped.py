@@ -49,6 +49,7 @@ Everything that reads data runs here, before the ledger is charged; afterwards o
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import sys
@@ -82,6 +83,18 @@ _UNIT_COLUMN = "__privagg_unit__"
 SPLIT_BITS = 20
 
 
+def power_steps(k: int) -> list[float]:
+    """Normal powers of two whose product is ``2^k`` (each in ``2^−1022 … 2^1023``): the engines
+    scale a clamped value by ``2^−e`` through them, so every product is exact unless the term
+    rounds to 0 anyway (a ``2^k`` beyond the double range would be 0 or ∞)."""
+    out = []
+    while k:
+        step = max(-1022, min(1023, k))
+        out.append(math.ldexp(1.0, step))
+        k -= step
+    return out
+
+
 def split_sums(idx: np.ndarray, high: np.ndarray, low: np.ndarray, n_groups: int) -> np.ndarray:
     """Exact per-group sums (object array of Python ints, shape (G,)) from the two part sums of
     :data:`SPLIT_BITS` at the group ids ``idx`` (absent groups: 0): ``high·2^SPLIT_BITS + low``."""
@@ -110,7 +123,7 @@ class Candidates:
         Column name → :class:`~privagg.mechanisms.grouped.GroupedValues` over the C candidates
         (the rows' values), or :class:`~privagg.mechanisms.grouped.ColumnSums` (the exact
         per-group present counts and clamped integer sums only) where the engine computed them
-        where the rows live and the query needs nothing else of the column (Spark).
+        where the rows live and the query needs nothing else of the column (DuckDB, Spark).
     """
 
     keys: list[np.ndarray]
@@ -417,8 +430,6 @@ class GroupedTable:
         two BIGINT sums of ``k >> 20`` and ``k & (2^20 − 1)`` (no overflow below 2^43 rows) and
         recombined as Python integers: the integers numpy computes from the fetched values, without
         fetching them."""
-        import math
-
         from ..mechanisms.grouped_bounded import _term_exponent
 
         params: dict[str, float] = {}
@@ -429,10 +440,8 @@ class GroupedTable:
             return f"${name}::DOUBLE"
 
         def scaled(expr: str, k: int) -> str:
-            while k:
-                step = max(-1022, min(1023, k))
-                expr = f"({expr} * {const(math.ldexp(1.0, step))})"
-                k -= step
+            for step in power_steps(k):
+                expr = f"({expr} * {const(step)})"
             return expr
 
         exprs, names = [], []

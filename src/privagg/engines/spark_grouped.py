@@ -67,7 +67,7 @@ import numpy as np
 from .._validate import fail
 from ..errors import ParameterError
 from ..mechanisms.grouped import ColumnSums, GroupedValues
-from .grouped import SPLIT_BITS, Candidates, domain_columns, duplicate_domain_key, split_sums
+from .grouped import SPLIT_BITS, Candidates, domain_columns, duplicate_domain_key, power_steps, split_sums
 from .spark import (
     _FLOATS,
     _REFUSED,
@@ -246,10 +246,8 @@ class SparkGroupedTable:
         from ..mechanisms.grouped_bounded import _term_exponent
 
         def scaled(col: Any, k: int) -> Any:  # col·2^k, by normal powers of two only
-            while k:
-                step = max(-1022, min(1023, k))
-                col = col * F.lit(math.ldexp(1.0, step))
-                k -= step
+            for step in power_steps(k):
+                col = col * F.lit(step)
             return col
 
         exprs, names = [], []

@@ -934,8 +934,8 @@ def _merge_split(shares: dict[str, tuple[Fraction, Fraction]], shared: dict[str,
 
 def _sums_only(mets: tuple[_Metric, ...]) -> dict[str, list[tuple[float, float]]]:
     """{column: [bounds, …]} for the columns that only bounded sums and means read (their present
-    counts and clamped integer sums): an engine may compute those where the rows live instead of
-    fetching the values (Spark). A column that a quantile or an unbounded mean reads is not here."""
+    counts and clamped integer sums): the engines compute those where the rows live instead of
+    fetching the values (DuckDB, Spark). A column that a quantile or an unbounded mean reads is not here."""
     raw = {m.column for m in mets
            if isinstance(m, Quantile) or (isinstance(m, Mean) and m.bounds is None)}
     out: dict[str, list[tuple[float, float]]] = {}
