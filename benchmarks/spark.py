@@ -68,6 +68,8 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", choices=("histogram", "mean", "aggregate"), default=None)
+    ap.add_argument("--agg-query", choices=("bounded", "unbounded", "both"), default="both",
+                    help="aggregate: the bounded query, the issue-13 query with an unbounded mean, or both")
     ap.add_argument("--agg-rows", type=int, default=10_000_000)
     ap.add_argument("--mean-rows", type=int, default=2_000_000)
     ap.add_argument("--units", type=int, default=0,
@@ -178,11 +180,18 @@ def bench_aggregate(args: argparse.Namespace) -> None:
         spark = se.spark_session(args.master, {"spark.sql.shuffle.partitions": str(args.partitions),
                                                "spark.driver.memory": "2g"})
         df = spark.read.parquet(str(data))
-        metrics = [privagg.count(), privagg.sum("y", bounds=(0.0, 500.0)), privagg.mean("y", bounds=(0.0, 500.0))]
+        bounded = [privagg.count(), privagg.sum("y", bounds=(0.0, 500.0)), privagg.mean("y", bounds=(0.0, 500.0))]
+        # the issue-13 perf query: count, bounded sum and unbounded mean
+        unbounded = [privagg.count(), privagg.sum("y", bounds=(0.0, 500.0)), privagg.mean("y")]
+        metrics = bounded
 
         def plain() -> None:
             yc = F.least(F.greatest(F.col("y"), F.lit(0.0)), F.lit(500.0))
             df.groupBy("k").agg(F.count(F.lit(1)), F.sum(yc), F.avg(yc)).toArrow()
+
+        def plain_unbounded() -> None:
+            yc = F.least(F.greatest(F.col("y"), F.lit(0.0)), F.lit(500.0))
+            df.groupBy("k").agg(F.count(F.lit(1)), F.sum(yc), F.avg("y")).toArrow()
 
         def private(table) -> None:
             privagg.aggregate(table, by="k", metrics=metrics, epsilon=1.0, delta=1e-6).to_pandas()
@@ -190,7 +199,8 @@ def bench_aggregate(args: argparse.Namespace) -> None:
         real_prepare = SparkGroupedTable.prepare
 
         def fetched() -> None:  # the values fetched to the driver, as before
-            SparkGroupedTable.prepare = lambda self, **kw: real_prepare(self, **{**kw, "sums": None})
+            SparkGroupedTable.prepare = lambda self, **kw: real_prepare(self, **{**kw, "sums": None,
+                                                                                  "mean_rows": None})
             try:
                 private(df)
             finally:
@@ -202,17 +212,29 @@ def bench_aggregate(args: argparse.Namespace) -> None:
             except privagg.ParameterError as exc:
                 return f"failed: {str(exc)[:90]}"
 
-        rows = [("Spark groupBy(k).agg(count, sum, avg) (plain)", timed(plain)),
+        tables = []
+        if args.agg_query in ("bounded", "both"):
+            tables.append(("count, sum(y, 0..500), mean(y, 0..500)", [
+                ("Spark groupBy(k).agg(count, sum, avg) (plain)", timed(plain)),
                 ("Spark privagg.aggregate, sums in Spark", timed(lambda: private(df))),
                 ("Spark privagg.aggregate, values fetched", timed(fetched)),
-                ("DuckDB privagg.aggregate (same query)", timed(lambda: private(str(data))))]
-        base = rows[0][1]
-        print(f"{'job':48s} {'seconds':>8s} {'× plain':>8s}")
-        for name, sec in rows:
-            if isinstance(sec, str):
-                print(f"{name:48s} {sec}")
-            else:
-                print(f"{name:48s} {sec:8.2f} {sec / base:8.2f}")
+                ("DuckDB privagg.aggregate (same query)", timed(lambda: private(str(data))))]))
+        if args.agg_query in ("unbounded", "both"):
+            metrics = unbounded
+            tables.append(("count, sum(y, 0..500), mean(y) without bounds", [
+                ("Spark groupBy(k).agg(count, sum, avg) (plain)", timed(plain_unbounded)),
+                ("Spark privagg.aggregate, rows kept in Spark", timed(lambda: private(df))),
+                ("Spark privagg.aggregate, values fetched", timed(fetched)),
+                ("DuckDB privagg.aggregate (same query)", timed(lambda: private(str(data))))]))
+        for title, rows in tables:
+            base = rows[0][1]
+            print(f"\nquery: {title}")
+            print(f"{'job':48s} {'seconds':>8s} {'× plain':>8s}")
+            for name, sec in rows:
+                if isinstance(sec, str):
+                    print(f"{name:48s} {sec}")
+                else:
+                    print(f"{name:48s} {sec:8.2f} {sec / base:8.2f}")
         print(f"master {args.master}, {args.partitions} shuffle partitions, best of {args.repeat} after a warm-up")
         spark.stop()
     finally:

@@ -232,10 +232,10 @@ MUTATIONS: tuple[Mutation, ...] = (
              "return {s: (eps / len(w), dlt / len(delta_steps) if need",
              (TA + "test_api_aggregate.py::test_split_default_and_weights_known_answers",)),
     Mutation("agg-ledger-after-noise", "aggregate: noise drawn (metrics run) before the ledger charge", AG,
-             "    if ledger is not None:\n        ledger.charge(loss, mechanism=caller",
-             "    _early = ({m.name: m.run(cand, *split[m.name], Contribution(l0, linf, replace), gen) for m in mets}\n"
-             "              if cand.size else None)\n"
-             "    if ledger is not None:\n        ledger.charge(loss, mechanism=caller",
+             "        if ledger is not None:\n            ledger.charge(loss, mechanism=caller",
+             "        _early = ({m.name: m.run(cand, *split[m.name], Contribution(l0, linf, replace), gen) for m in mets}\n"
+             "                  if cand.size else None)\n"
+             "        if ledger is not None:\n            ledger.charge(loss, mechanism=caller",
              (TA + "test_aggregate_mutants.py",)),
     Mutation("agg-engine-count-no-linf", "aggregate engine: counts of a unit's rows not capped at ℓ∞", EG,
              "least(x.r, $linf)::BIGINT AS r ", "(x.r + 0 * $linf)::BIGINT AS r ",
@@ -275,6 +275,13 @@ MUTATIONS: tuple[Mutation, ...] = (
              "    clip_r = np.maximum(r_lo, r_hi)\n    e_s = np.frexp(clip_r)[1] - TERM_BITS",
              "    clip_r = np.minimum(r_lo, r_hi)\n    e_s = np.frexp(clip_r)[1] - TERM_BITS",
              (TA + "test_recentre.py::test_range_sum_sensitivity_is_the_longer_side",)),
+    Mutation("agg-small-rate-old", "aggregate: the locate subsample at rate min(1, m_locate/n̂) in the small-plan groups (rows dropped from §8)", GM,
+             "    rate = np.where(small, 1.0, np.where(live, np.minimum(1.0, m_loc / n_pos), 0.0))",
+             "    rate = np.where(live, np.minimum(1.0, m_loc / n_pos), 0.0)",
+             (TA + "test_small_rows_from_subsample.py",)),
+    Mutation("agg-spark-rows-no-shift", "aggregate on Spark: the unbounded mean's clipped sums without the recentring shift", "engines/spark_mean_rows.py",
+             "                    dev -= np.take(s, g)\n", "",
+             ("tests/engines/test_spark_mean_rows.py::test_spark_mean_rows_equal_local_rows_on_hostile_values",)),
     Mutation("agg-unbounded-mean-weight-1", "aggregate: a mean without bounds back at default weight 1 (2/9 of the benchmark query's ε)", AG,
              "UNBOUNDED_MEAN_WEIGHT = Fraction(2)", "UNBOUNDED_MEAN_WEIGHT = Fraction(1)",
              (TA + "test_split_default.py::test_unbounded_mean_default_weight_known_answers",)),

@@ -3,7 +3,11 @@ on 4bd1e9f: the speed-ups of issue 13 must not change the mechanism's law, nor a
 release; re-recorded once when the law changed on purpose: the spread floor and the
 fallback center of docs/proofs/aggregate_mean.md §1.9 add a draw before the clipping-range
 selection and move its base ``U``; and again when the clipped sum's center moved toward the
-longer side of its range, §7 ``recentre_shift``, 2026-12-06).
+longer side of its range, §7 ``recentre_shift``, 2026-12-06; and when the subsample took every
+row of the small-plan groups, rate 1 where it was 0 for ``n̂ < 1`` — here the 5-row group —, so
+that the small plan reads its rows from the subsample (an engine that keeps the rows, Spark,
+then collects them once), 2026-12-06: the FriendlyCore steps of those groups, whose results
+the small plan replaces, draw more filter coins, which shifts the later draws).
 
 The draws come from :class:`_FakeDraws`: plain numpy noise of the same shapes, drawn from a fixed
 generator in the mechanism's call order, so the pin checks the data path (subsample, sort orders,

@@ -196,7 +196,7 @@ def test_binary_groups_release_their_proportion():
 
 
 def test_binary_control_without_floor_releases_the_atom(monkeypatch):
-    monkeypatch.setattr(gm, "spread_floor", lambda dev, grp, upper, *a: np.zeros(upper.size, np.int64))
+    monkeypatch.setattr(gm, "floor_pick", lambda counts, *a: np.zeros(counts.shape[0], np.int64))
     err, _ = _binary_errors()
     print("control errors", np.round(err, 4))
     assert err[0] > 0.15 and err[4] > 0.15  # p = 0.2 → 0, p = 0.8 → 1

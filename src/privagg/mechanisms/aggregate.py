@@ -739,80 +739,86 @@ def aggregate(
                     csv=csv) as tab:
         secrets = (draw_secret(gen), draw_secret(gen)) if units is not None else (0, 0)
         cand = tab.prepare(domain=dom, max_groups=l0, max_rows=linf, secrets=secrets,
-                           sums=_sums_only(mets))
-    if not secure:  # seeded: the same release for the same seed, whatever order the engine's rows came in
-        cand = _canonical(cand, [m.column for m in mets if isinstance(m, Mean) and m.bounds is None])
-    total_eps = builtins.sum((e for e, _ in split.values()), Fraction(0))
-    total_dlt = builtins.sum((d for _, d in split.values()), Fraction(0))
-    loss = PrivacyLoss.approx(total_eps, total_dlt) if total_dlt > 0 else PrivacyLoss.pure(total_eps)
-    if ledger is not None:
-        ledger.charge(loss, mechanism=caller, parameters={
-            "by": list(by_cols), "metrics": out_names, "epsilon": total_eps, "delta": total_dlt,
-            "split": {k: [str(e), str(d)] for k, (e, d) in split.items()}, "neighbors": neighbors,
-            "unit": units is not None, "max_groups_per_unit": l0, "max_rows_per_group": linf,
-            "domain_size": None if dom is None else len(dom[0])})
-    # ---- after the charge: numpy and noise only -------------------------------------------------
-    if dom is None:
-        from .partition_selection import select
+                           sums=_sums_only(mets), mean_rows=_mean_rows(mets))
+    # rows an engine keeps where they live (Spark: the unbounded means' columns) are freed at the end
+    kept = [v for v in cand.values.values() if hasattr(v, "close")]
+    try:
+        if not secure:  # seeded: the same release for the same seed, whatever order the engine's rows came in
+            cand = _canonical(cand, [m.column for m in mets if isinstance(m, Mean) and m.bounds is None])
+        total_eps = builtins.sum((e for e, _ in split.values()), Fraction(0))
+        total_dlt = builtins.sum((d for _, d in split.values()), Fraction(0))
+        loss = PrivacyLoss.approx(total_eps, total_dlt) if total_dlt > 0 else PrivacyLoss.pure(total_eps)
+        if ledger is not None:
+            ledger.charge(loss, mechanism=caller, parameters={
+                "by": list(by_cols), "metrics": out_names, "epsilon": total_eps, "delta": total_dlt,
+                "split": {k: [str(e), str(d)] for k, (e, d) in split.items()}, "neighbors": neighbors,
+                "unit": units is not None, "max_groups_per_unit": l0, "max_rows_per_group": linf,
+                "domain_size": None if dom is None else len(dom[0])})
+        # ---- after the charge: numpy and noise only (and, on Spark, the unbounded means' passes) ----
+        if dom is None:
+            from .partition_selection import select
 
-        keep = select(cand.units, sel_eps, sel_dlt, gen)
-        cand = cand.restrict(keep)
-    results: dict[str, MetricResult] = {}
-    feed = _count_feed(mets, joint)
-    fed: tuple[Any, Fraction] | None = None
-    # in the query's order (the draws' order is public), except that quantiles come last: a bounded
-    # quantile sizes its grid from the released count() when the query has one (post-processing),
-    # and a count() that feeds an unbounded mean comes first (docs/proofs/aggregate_mean.md §8.1)
-    for m in sorted(mets, key=lambda m: (isinstance(m, Quantile), not (feed is not None and isinstance(m, Count)))):
-        if m.name in results:
-            continue
-        if feed is not None and isinstance(m, Count):
-            if cand.size:
-                from .grouped_bounded import count_pair
+            keep = select(cand.units, sel_eps, sel_dlt, gen)
+            cand = cand.restrict(keep)
+        results: dict[str, MetricResult] = {}
+        feed = _count_feed(mets, joint)
+        fed: tuple[Any, Fraction] | None = None
+        # in the query's order (the draws' order is public), except that quantiles come last: a bounded
+        # quantile sizes its grid from the released count() when the query has one (post-processing),
+        # and a count() that feeds an unbounded mean comes first (docs/proofs/aggregate_mean.md §8.1)
+        for m in sorted(mets, key=lambda m: (isinstance(m, Quantile), not (feed is not None and isinstance(m, Count)))):
+            if m.name in results:
+                continue
+            if feed is not None and isinstance(m, Count):
+                if cand.size:
+                    from .grouped_bounded import count_pair
 
-                results[m.name], fed = count_pair(cand.rows, cand.values[feed.column], split[m.name][0],
-                                                  contribution, gen)
-            else:
-                results[m.name] = _empty(m)
-            continue
-        if m is feed and fed is not None:
-            results[m.name] = m.run(cand, *split[m.name], contribution, gen, n_hat=fed[0], n_scale=fed[1])
-            continue
-        if joint is not None and m.name in joint.names:
-            if cand.size:
-                from .grouped_bounded import shared_count_means
+                    results[m.name], fed = count_pair(cand.rows, cand.values[feed.column], split[m.name][0],
+                                                      contribution, gen)
+                else:
+                    results[m.name] = _empty(m)
+                continue
+            if m is feed and fed is not None:
+                results[m.name] = m.run(cand, *split[m.name], contribution, gen, n_hat=fed[0], n_scale=fed[1])
+                continue
+            if joint is not None and m.name in joint.names:
+                if cand.size:
+                    from .grouped_bounded import shared_count_means
 
-                lo, hi = joint.mean.bounds
-                r_c, r_s, r_m = shared_count_means(
-                    cand.rows, cand.values[joint.mean.column], lower=lo, upper=hi,
-                    epsilon_count=joint.epsilon_count, epsilon_group=joint.epsilon_group,
-                    contribution=contribution, rng=gen, with_sum=joint.sum is not None,
-                    epsilon_sum=joint.epsilon_sum)
-            else:
-                r_c, r_s, r_m = _empty(joint.count), _empty(joint.mean), _empty(joint.mean)
-            results[joint.count.name], results[joint.mean.name] = r_c, r_m
-            if joint.sum is not None:
-                results[joint.sum.name] = r_s
-            continue
-        if m.name in shared:
-            s_m, b_m = shared[m.name]
-            if cand.size:
-                from .grouped_bounded import shared_sums_means
+                    lo, hi = joint.mean.bounds
+                    r_c, r_s, r_m = shared_count_means(
+                        cand.rows, cand.values[joint.mean.column], lower=lo, upper=hi,
+                        epsilon_count=joint.epsilon_count, epsilon_group=joint.epsilon_group,
+                        contribution=contribution, rng=gen, with_sum=joint.sum is not None,
+                        epsilon_sum=joint.epsilon_sum)
+                else:
+                    r_c, r_s, r_m = _empty(joint.count), _empty(joint.mean), _empty(joint.mean)
+                results[joint.count.name], results[joint.mean.name] = r_c, r_m
+                if joint.sum is not None:
+                    results[joint.sum.name] = r_s
+                continue
+            if m.name in shared:
+                s_m, b_m = shared[m.name]
+                if cand.size:
+                    from .grouped_bounded import shared_sums_means
 
-                lo, hi = s_m.bounds
-                results[s_m.name], results[b_m.name] = shared_sums_means(
-                    cand.values[s_m.column], lower=lo, upper=hi, epsilon=split[_joined(s_m, b_m)][0],
-                    contribution=contribution, rng=gen)
-            else:
-                results[s_m.name], results[b_m.name] = _empty(s_m), _empty(b_m)
-            continue
-        if isinstance(m, Quantile) and "count" in results:
-            results[m.name] = (m.run(cand, *split[m.name], contribution, gen, n_hat=results["count"].value)
-                               if cand.size else _empty(m))
-            continue
-        results[m.name] = m.run(cand, *split[m.name], contribution, gen) if cand.size else _empty(m)
-    return _release(cand, by_cols, mets, results, split, loss, secure, neighbors, units is not None, l0, linf,
-                    "domain" if dom is not None else "optimal")
+                    lo, hi = s_m.bounds
+                    results[s_m.name], results[b_m.name] = shared_sums_means(
+                        cand.values[s_m.column], lower=lo, upper=hi, epsilon=split[_joined(s_m, b_m)][0],
+                        contribution=contribution, rng=gen)
+                else:
+                    results[s_m.name], results[b_m.name] = _empty(s_m), _empty(b_m)
+                continue
+            if isinstance(m, Quantile) and "count" in results:
+                results[m.name] = (m.run(cand, *split[m.name], contribution, gen, n_hat=results["count"].value)
+                                   if cand.size else _empty(m))
+                continue
+            results[m.name] = m.run(cand, *split[m.name], contribution, gen) if cand.size else _empty(m)
+        return _release(cand, by_cols, mets, results, split, loss, secure, neighbors, units is not None, l0, linf,
+                        "domain" if dom is not None else "optimal")
+    finally:
+        for v in kept:
+            v.close()
 
 
 def _count_feed(mets: tuple[_Metric, ...], joint: _Joint | None) -> Mean | None:
@@ -945,6 +951,21 @@ def _sums_only(mets: tuple[_Metric, ...]) -> dict[str, list[tuple[float, float]]
     return out
 
 
+def _mean_rows(mets: tuple[_Metric, ...]) -> dict[str, list[tuple[float, float]]]:
+    """{column: [bounds, …]} for the columns that unbounded means read and no quantile does, with
+    the bounds of the column's bounded sums and means: an engine that keeps rows where they live
+    (Spark) serves these through :class:`~privagg.mechanisms.grouped.MeanRows` (the unbounded
+    mean's per-row passes) plus present counts and clamped integer sums, without fetching the
+    column; the local engines fetch it."""
+    quantile = {m.column for m in mets if isinstance(m, Quantile)}
+    means = {m.column for m in mets if isinstance(m, Mean) and m.bounds is None} - quantile
+    out: dict[str, list[tuple[float, float]]] = {c: [] for c in sorted(means)}
+    for m in mets:
+        if isinstance(m, (Sum, Mean)) and m.column in means and m.bounds is not None:
+            out[m.column].append(m.bounds)
+    return out
+
+
 def _empty(metric: _Metric) -> MetricResult:
     z = np.zeros(0, dtype=np.float64)
     return MetricResult(value=z, low=z, high=z, ok=np.zeros(0, dtype=bool), reason=np.zeros(0, dtype=object),
@@ -966,6 +987,8 @@ def _canonical(cand: Any, columns: list[str]) -> Any:
     values = dict(cand.values)
     for c in dict.fromkeys(columns):
         gv = values[c]
+        if not isinstance(gv, GroupedValues):  # rows kept by the engine (Spark): it orders them itself
+            continue
         gdt = np.int16 if gv.n_groups < 2**15 else np.int32 if gv.n_groups < 2**31 else np.int64
         values[c] = GroupedValues(group=gv.group, values=_group_value_sort(gv.values, gv.group, gv.n_groups, gdt),
                                   n_groups=gv.n_groups)

@@ -20,11 +20,11 @@ by each metric itself (its sensitivity, or group privacy), from :class:`Contribu
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["ColumnSums", "Contribution", "GroupedValues", "MetricResult"]
+__all__ = ["ColumnSums", "Contribution", "GroupedValues", "MeanRows", "MetricResult"]
 
 
 @dataclass(frozen=True)
@@ -123,6 +123,43 @@ class ColumnSums:
         """The groups where ``keep`` (bool, (G,)) holds, in the same order."""
         return ColumnSums(present=self.present[keep], sums={b: s[keep] for b, s in self.sums.items()},
                           n_groups=int(np.count_nonzero(keep)))
+
+
+class MeanRows(Protocol):
+    """What :func:`~privagg.mechanisms.grouped_mean.friendly_means` (the unbounded mean) reads of a
+    column's rows, for an engine that keeps them where they live (Spark: only these results reach
+    the driver). :class:`GroupedValues` is read through the same methods in numpy
+    (``grouped_mean._LocalRows``). Every method but :meth:`subsample` returns sums over the rows
+    of a per-row function of the row and of public per-group arrays (the functions of
+    :mod:`~privagg.mechanisms.grouped_mean`: ``octave_bins``, ``side_bins``, ``range_terms``), so an
+    engine computes them on any split of the rows and adds the parts: the same integers.
+
+    Attributes
+    ----------
+    n_groups : int
+        G.
+    """
+
+    n_groups: int
+
+    def present_counts(self) -> np.ndarray:
+        """int64 (G,): the column's present (finite) values per group (private)."""
+
+    def subsample(self, rate: np.ndarray, draws: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Each row kept independently with probability ``rate[g]`` (public; ``rate = 1`` keeps
+        every row of the group); returns the kept ``(values, group)`` sorted by group. ``draws``: ``uniform(name, groups)`` (numpy) or
+        ``entropy(name)`` (the seed of the engine's task streams; None: fresh OS entropy)."""
+
+    def octave_counts(self, center: np.ndarray, upper: np.ndarray) -> np.ndarray:
+        """int64 (G, FLOOR_OCTAVES + 1): the spread floor's octave counts of ``x − center[g]``
+        relative to ``upper[g]`` (``grouped_mean._octave_counts``)."""
+
+    def side_histogram(self, center: np.ndarray, upper: np.ndarray, top_level: int) -> np.ndarray:
+        """int64 (2·G·nb,): the counts of ``grouped_mean.side_bins`` (``nb = side_width(top_level)``)."""
+
+    def range_sums(self, center: np.ndarray, shift: np.ndarray, r_lo: np.ndarray, r_hi: np.ndarray,
+                   e_s: np.ndarray) -> np.ndarray:
+        """int64 (G,): the exact ``Σ range_terms`` of ``(x − center[g]) − shift[g]`` per group."""
 
 
 @dataclass(frozen=True, eq=False)

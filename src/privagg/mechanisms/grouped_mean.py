@@ -382,6 +382,17 @@ class _Draws:
     def keys(self, name: str) -> np.ndarray:
         return self.gen.integers(0, 2**63, size=(2, 1), dtype=np.uint64) * np.uint64(2) + np.uint64(1)
 
+    def entropy(self, name: str) -> int | None:
+        """The seed of the task streams of an engine that draws where the rows live
+        (:meth:`~privagg.mechanisms.grouped.MeanRows.subsample` on Spark): ``None`` with the
+        CSPRNG (each task then draws from fresh OS entropy), else a 63-bit integer drawn from
+        the seeded generator (tests, simulation)."""
+        from ..noise.rng import SecureGenerator
+
+        if isinstance(self.gen, SecureGenerator):
+            return None
+        return int(self.gen.integers(0, 2**63))
+
     def bernoulli(self, name: str, num: np.ndarray, den: np.ndarray,
                   groups: np.ndarray) -> np.ndarray:
         return bernoulli_rational(num, den, rng=self.gen)
@@ -498,9 +509,25 @@ def _noisy_range_sums(dev: np.ndarray, grp: np.ndarray, off: np.ndarray, r_lo: n
     (``eps_sums[which_g]``-DP for group g, sensitivity ``R = max(R_lo, R_hi)``;
     docs/proofs/aggregate_mean.md §7). ``dev = x − ĉ[group]`` (may be ±inf; overwritten);
     ``scratch``: a float64 buffer of its shape to overwrite (else one is allocated). Returns (released sums, integer sensitivities, term and release grid exponents)."""
-    eps_f = np.array([_float_down(e) for e in eps_sums])[which]
+    clip_r, e_s = range_grid(r_lo, r_hi)
+    s_h = _exact_group_sums(range_terms(dev, grp, r_lo, r_hi, e_s, scratch), off)  # units 2^e_s
+    return _release_range_sums(s_h, clip_r, e_s, ok, eps_sums, which, draws)
+
+
+def range_grid(r_lo: np.ndarray, r_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(R, e_s)`` per group: the range sum's sensitivity before rounding ``R = max(R_lo, R_hi)``
+    and its term exponent (``R < 2^(e_s + TERM_BITS)``; public)."""
     clip_r = np.maximum(r_lo, r_hi)
     e_s = np.frexp(clip_r)[1] - TERM_BITS  # R < 2^(e_s + TERM_BITS)
+    return clip_r, e_s
+
+
+def range_terms(dev: np.ndarray, grp: np.ndarray, r_lo: np.ndarray, r_hi: np.ndarray,
+                e_s: np.ndarray, scratch: np.ndarray | None = None) -> np.ndarray:
+    """The int64 terms ``rint(clip(dev, −R_lo[g], R_hi[g])·2^−e_s[g])`` of each row (``dev`` =
+    ``x − c[g]``, overwritten; ``|term| <= 2^30``), in ``scratch``'s memory (a float64 buffer of
+    ``dev``'s shape, else one allocated): a function of the row and public values, the same in
+    every engine (summed per group exactly: :func:`_exact_group_sums`)."""
     # per-row values a[grp] gathered into one reused buffer (grp is sorted: sequential reads)
     buf = np.empty(dev.shape, dtype=np.float64) if scratch is None else scratch
     np.minimum(dev, np.take(r_hi, grp, out=buf), out=dev)
@@ -508,9 +535,16 @@ def _noisy_range_sums(dev: np.ndarray, grp: np.ndarray, off: np.ndarray, r_lo: n
     ibuf = buf.view(np.int64)
     np.ldexp(dev, np.take((-e_s).astype(np.int64), grp, out=ibuf), out=dev)
     np.rint(dev, out=dev)
-    s_terms = ibuf
-    np.copyto(s_terms, dev, casting="unsafe")  # = astype(int64): |term| <= 2^30
-    s_h = _exact_group_sums(s_terms, off)  # units 2^e_s
+    np.copyto(ibuf, dev, casting="unsafe")  # = astype(int64): |term| <= 2^30
+    return ibuf
+
+
+def _release_range_sums(s_h: np.ndarray, clip_r: np.ndarray, e_s: np.ndarray, ok: np.ndarray,
+                        eps_sums: tuple, which: np.ndarray, draws: _Draws
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The exact sums ``s_h`` (units ``2^e_s``) rounded to the release grid, with their noise
+    (:func:`_noisy_range_sums`' returns)."""
+    eps_f = np.array([_float_down(e) for e in eps_sums])[which]
     e_g = np.maximum(_grid_exponent(np.minimum(clip_r * _SAFETY / eps_f,
                                                clip_r * _SAFETY)), e_s)
     shift = (e_g - e_s).astype(np.int64)  # >= 0: round s_h / 2^shift to an integer, exactly
@@ -552,12 +586,30 @@ def side_penalty(eps_quantile: Fraction) -> int:
     return max(1, math.ceil(SIDE_PENALTY * 2 / eps_quantile))
 
 
+#: Octave bins per group of :func:`octave_bins` (levels 0 … FLOOR_OCTAVES, and beyond).
+OCTAVE_WIDTH = FLOOR_OCTAVES + 2
+
+
 def _octave_counts(dev: np.ndarray, inv_upper: np.ndarray, grp: np.ndarray,
                    n_groups: int) -> np.ndarray:
     """``C[g, k] = #{rows of g with fl(|dev|·inv_upper) <= 2^k}``, ``k = 0 … FLOOR_OCTAVES``
     (the octave level ``⌈log2 u⌉`` from ``frexp``, exact; ``u = ∞`` beyond every edge): one
     level per row, a function of the row and public values. ``inv_upper`` (per row) is
     overwritten."""
+    t = octave_bins(dev, inv_upper, grp)
+    return octave_cumulative(np.bincount(t, minlength=n_groups * OCTAVE_WIDTH), n_groups)
+
+
+def octave_cumulative(hist: np.ndarray, n_groups: int) -> np.ndarray:
+    """:func:`_octave_counts` from the flat histogram of :func:`octave_bins` (additive: the sum
+    of the histograms of any split of the rows)."""
+    hist = hist.reshape(n_groups, OCTAVE_WIDTH)
+    return np.cumsum(hist[:, :-1], axis=1)
+
+
+def octave_bins(dev: np.ndarray, inv_upper: np.ndarray, grp: np.ndarray) -> np.ndarray:
+    """The flat bin ``g·OCTAVE_WIDTH + level`` of each row (int64, in ``inv_upper``'s memory,
+    overwritten), ``level = clip(⌈log2 fl(|dev|·inv_upper)⌉, 0, FLOOR_OCTAVES + 1)``."""
     u = np.multiply(np.abs(dev), inv_upper, out=inv_upper)  # >= 0 (+0.0 for ±0), or +inf
     # ⌈log2 u⌉ from the bits: for u > 0 the biased exponent of (bits − 1) is ⌈log2 u⌉ + 1022
     # (an exact power 2^k drops to the exponent below with a full mantissa; subnormals and 0
@@ -567,10 +619,8 @@ def _octave_counts(dev: np.ndarray, inv_upper: np.ndarray, grp: np.ndarray,
     t >>= 52
     t -= 1022
     np.clip(t, 0, FLOOR_OCTAVES + 1, out=t)
-    width = FLOOR_OCTAVES + 2
-    t += grp * width
-    hist = np.bincount(t, minlength=n_groups * width).reshape(n_groups, width)
-    return np.cumsum(hist[:, :-1], axis=1)
+    t += grp * OCTAVE_WIDTH
+    return t
 
 
 def floor_caps(eps_floors: tuple, which: np.ndarray) -> np.ndarray:
@@ -584,12 +634,34 @@ def spread_floor(dev: np.ndarray, grp: np.ndarray, upper: np.ndarray, n_low: np.
     report-noisy-max with ``DLap(4/ε_f)`` (``ε_f = eps_floors[which_g]``) of
     :func:`floor_utility` over the counts of :func:`_octave_counts`; ``U' = U·2^k̂``.
     ``dev = x − ĉ[grp]`` (not modified), ``upper`` the public ``U`` and ``n_low`` per group."""
-    n_groups = upper.size
+    counts = _octave_counts(dev, np.take(1.0 / upper, grp), grp, upper.size)
+    return floor_pick(counts, n_low, eps_floors, which, draws)
+
+
+def floor_pick(counts: np.ndarray, n_low: np.ndarray, eps_floors: tuple, which: np.ndarray,
+               draws: _Draws) -> np.ndarray:
+    """:func:`spread_floor`'s report-noisy-max over the octave counts of
+    :func:`_octave_counts` (G, FLOOR_OCTAVES + 1)."""
     caps = floor_caps(eps_floors, which)
-    counts = _octave_counts(dev, np.take(1.0 / upper, grp), grp, n_groups)
     noisy = floor_utility(counts, n_low, caps) + draws.dlap_by(
         "floor", tuple(4 / e for e in eps_floors), which, FLOOR_OCTAVES + 1)
     return np.argmax(noisy, axis=1)
+
+
+def side_bins(dev: np.ndarray, grp: np.ndarray, inv_upper: np.ndarray, top_level: int) -> np.ndarray:
+    """The flat bin ``(2g + side)·nb + lb`` of each row for the per-side clipping range (int64,
+    in ``inv_upper``'s memory, overwritten; ``nb`` = :func:`side_width`): ``lb`` the clipped
+    grid level of :func:`_row_bins`, side 0 for ``dev >= 0`` (the upper side), 1 below."""
+    nb = side_width(top_level)
+    hidx = _row_bins(dev, inv_upper, top_level)
+    np.add(hidx, nb, out=hidx, where=dev < 0)
+    hidx += grp * (2 * nb)
+    return hidx
+
+
+def side_width(top_level: int) -> int:
+    """Levels per side and group of :func:`side_bins` (public)."""
+    return top_level - _LEVEL_LOW + 3
 
 
 def _row_bins(dev: np.ndarray, inv_upper: np.ndarray, top_level: int) -> np.ndarray:
@@ -848,7 +920,7 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
         n_t, var = np.asarray(n_hat, dtype=np.float64), 2.0 * float(n_scale) ** 2
     bud = small_budget(fp, pooled_low(n_t, small, var), external=n_scale is not None)
     g_s = int(np.count_nonzero(small))
-    rows = np.repeat(small, sizes)
+    rows = small[grp]  # x may hold only the small groups' rows (the subsample's: rate 1)
     xg, gg = x[rows], grp[rows]  # the small groups' rows, still sorted by group
     xs = np.sort(xg)  # pooled, ascending
     n_p = int(xs.size)
@@ -973,16 +1045,63 @@ def friendly_means(gv: GroupedValues, *, epsilon: Any, delta: Any,
     return _friendly_means(gv, fp, _Draws(rng), n_hat, n_scale)
 
 
-def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws,
+class _LocalRows:
+    """The :class:`~privagg.mechanisms.grouped.MeanRows` of rows held in numpy
+    (:class:`~privagg.mechanisms.grouped.GroupedValues`): the per-row functions of this module
+    over all rows at once, with one reused buffer of ``x − ĉ[g]`` for the spread floor, the side
+    histogram and the range sums (the sums consume it)."""
+
+    def __init__(self, gv: GroupedValues) -> None:
+        self.n_groups = int(gv.n_groups)
+        self.x = np.asarray(gv.values, dtype=np.float64)
+        self.grp = np.asarray(gv.group, dtype=np.int64)
+        self.off = _segments(self.grp, self.n_groups)
+        self._dev: np.ndarray | None = None
+        self._center: np.ndarray | None = None
+        self._scratch: np.ndarray | None = None
+
+    def present_counts(self) -> np.ndarray:
+        return np.diff(self.off)
+
+    def subsample(self, rate: np.ndarray, draws: _Draws) -> tuple[np.ndarray, np.ndarray]:
+        take = draws.uniform("subsample", self.grp) < np.repeat(rate, np.diff(self.off))  # = rate[grp]
+        return self.x[take], self.grp[take]  # the group ids stay sorted (take keeps the order)
+
+    def _deviations(self, center: np.ndarray) -> np.ndarray:
+        if self._dev is None or self._center is not center:
+            dev = np.take(center, self.grp)
+            np.subtract(self.x, dev, out=dev)  # x − ĉ[g]; may be ±inf for far rows
+            self._dev, self._center = dev, center
+        return self._dev
+
+    def octave_counts(self, center: np.ndarray, upper: np.ndarray) -> np.ndarray:
+        return _octave_counts(self._deviations(center), np.take(1.0 / upper, self.grp), self.grp,
+                              self.n_groups)
+
+    def side_histogram(self, center: np.ndarray, upper: np.ndarray, top_level: int) -> np.ndarray:
+        scratch = np.take(1.0 / upper, self.grp)
+        hidx = side_bins(self._deviations(center), self.grp, scratch, top_level)
+        self._scratch = scratch  # hidx's memory: reused by the range sums
+        return np.bincount(hidx, minlength=2 * self.n_groups * side_width(top_level))
+
+    def range_sums(self, center: np.ndarray, shift: np.ndarray, r_lo: np.ndarray, r_hi: np.ndarray,
+                   e_s: np.ndarray) -> np.ndarray:
+        dev = self._deviations(center)
+        self._dev = self._center = None  # consumed
+        dev -= np.take(shift, self.grp)
+        terms = range_terms(dev, self.grp, r_lo, r_hi, e_s, scratch=self._scratch)
+        self._scratch = None
+        return _exact_group_sums(terms, self.off)
+
+
+def _friendly_means(gv: Any, fp: FriendlyMeansPlan, draws: _Draws,
                     n_hat: np.ndarray | None = None, n_scale: Fraction | None = None
                     ) -> MetricResult:
     plan = fp.group  # the count share is the same in every plan
     plans = fp.plans
     n_groups = int(gv.n_groups)
-    x = np.asarray(gv.values, dtype=np.float64)
-    grp = np.asarray(gv.group, dtype=np.int64)
-    off = _segments(grp, n_groups)
-    sizes = np.diff(off)
+    rows = _LocalRows(gv) if isinstance(gv, GroupedValues) else gv  # else a MeanRows (Spark)
+    sizes = rows.present_counts()
     nan = np.full(n_groups, np.nan)
 
     # 1. count (or the query's released count() pair's p̃: §8.1, post-processing)
@@ -998,16 +1117,19 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws,
     m_loc = np.asarray(fp.m_locates, dtype=np.int64)[which]
     shift = np.array([p.core_count_shift for p in plans], dtype=np.int64)[which]
 
-    # 2. Poisson subsample of public rate min(1, m_locate / n̂)
-    rate = np.where(live, np.minimum(1.0, m_loc / n_pos), 0.0)
-    take = draws.uniform("subsample", grp) < np.repeat(rate, sizes)  # = rate[grp] (grp sorted)
-    sub_v, sub_g = x[take], grp[take]  # sub_g is sorted (take keeps the order)
-    del take
+    # 2. Poisson subsample of public rate min(1, m_locate / n̂); rate 1 (every row) in the groups
+    # of the small-group plan, which reads all their rows (public: a function of n̂)
+    small = fp.small(n_hat)
+    rate = np.where(small, 1.0, np.where(live, np.minimum(1.0, m_loc / n_pos), 0.0))
+    sub_v, sub_g = rows.subsample(rate, draws)  # sub_g is sorted
     gdt = np.int16 if n_groups < 2**15 else np.int32 if n_groups < 2**31 else np.int64
     # sorted by (group, value bits in their total order): −0.0 before +0.0, which no later
     # step tells apart; the group ids of a group-sorted array are already in place
     sv, sg = _group_value_sort(sub_v, sub_g, n_groups, gdt), sub_g
     del sub_v
+    in_small = small[sg]
+    x_small, g_small = sv[in_small], sg[in_small]  # all the rows of the small groups (rate 1)
+    del in_small
     soff = _segments(sg, n_groups)
     m_sub = np.diff(soff)
 
@@ -1095,9 +1217,7 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws,
 
     # 5a. the spread floor (§1.9): on tied data (a 0/1 column) the core is one atom and U its
     # tiny scale; the floor lifts U to an octave of the rows beyond it, on all the group's rows
-    dev = np.take(center, grp)
-    np.subtract(x, dev, out=dev)  # x − ĉ[g]; may be ±inf for far rows
-    k_floor = spread_floor(dev, grp, upper, n_low, eps_floors, which, draws)
+    k_floor = floor_pick(rows.octave_counts(center, upper), n_low, eps_floors, which, draws)
     upper = np.ldexp(upper, np.where(ok, k_floor, 0))
     # a fallback group whose floor stayed at 2⁻⁶⁰ found no scale at this ε: ⊥, not a mean of 0
     unscaled = fallback & (k_floor == 0)
@@ -1108,16 +1228,11 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws,
     top_level = 4 * int(a_top.max(initial=0))
     width = 2 * a_top + QUANTILE_GRID + 1  # edges per group: U·2^{k/2}, k = 2A … 1; U·2^{−j/4}
     j_max = int(width.max(initial=1))
-    nb = top_level - _LEVEL_LOW + 3
+    nb = side_width(top_level)
     # bin index (2g + side)·nb + lb, lb the clipped grid level (:func:`grid_levels`, in place)
     # of fl(u)², u = |dev|/U: level <= k iff fl(u)² <= 2^{k/2}, i.e. about u <= 2^{k/4};
-    # side 0: x >= ĉ (the upper side), 1: x < ĉ
-    scratch = np.take(1.0 / upper, grp)
-    hidx = _row_bins(dev, scratch, top_level)  # in scratch's memory
-    np.add(hidx, nb, out=hidx, where=dev < 0)
-    hidx += grp * (2 * nb)
-    hist = np.bincount(hidx, minlength=2 * n_groups * nb)
-    hist = hist.reshape(n_groups, 2, nb)
+    # side 0: x >= ĉ (the upper side), 1: x < ĉ (:func:`side_bins`)
+    hist = rows.side_histogram(center, upper, top_level).reshape(n_groups, 2, nb)
     suffix = np.cumsum(hist[:, :, ::-1], axis=2)[:, :, ::-1]  # suffix[g, s, i] = #{bin >= i}
     jj = np.arange(j_max)[None, :]
     two_a = 2 * a_top[:, None]
@@ -1142,13 +1257,12 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws,
     eps_f = np.array([_float_down(e) for e in eps_sums])[which]
     s_up = recentre_shift(r_lo, r_hi, eps_f, float(1 / plan.eps_count if n_scale is None else n_scale))
     s_up = np.where(ok, s_up, 0.0)
-    dev -= np.take(s_up, grp)
+    c_hat = center
     center = _finite(center + s_up)
     r_lo, r_hi = r_lo + s_up, r_hi - s_up
-    total, sens_sg, e_s, e_g = _noisy_range_sums(dev, grp, off, r_lo, r_hi, ok, eps_sums, which,
-                                                 draws, scratch=hidx.view(np.float64))
-    del dev, hidx, scratch
-    clip_r = np.maximum(r_lo, r_hi)
+    clip_r, e_s = range_grid(r_lo, r_hi)
+    s_h = rows.range_sums(c_hat, s_up, r_lo, r_hi, e_s)  # Σ terms of x − ĉ − s, units 2^e_s
+    total, sens_sg, e_s, e_g = _release_range_sums(s_h, clip_r, e_s, ok, eps_sums, which, draws)
     g_s = np.ldexp(1.0, e_g)
     mean = _finite(center + total / n_pos)
 
@@ -1182,9 +1296,8 @@ def _friendly_means(gv: GroupedValues, fp: FriendlyMeansPlan, draws: _Draws,
     fc = ok.copy()
     # the small-group plan (§8) for the groups whose n̂ is below plan 0's radius selection
     # (drawn after every FriendlyCore draw: the other groups' releases are unchanged)
-    small = fp.small(n_hat)
     if small.any():
-        sm = _small_means(x, grp, sizes, n_hat, small, fp, draws, n_scale)
+        sm = _small_means(x_small, g_small, sizes, n_hat, small, fp, draws, n_scale)
         s_ok = sm["ok"]
         mean = np.where(small, sm["value"], mean)
         low = np.where(small, sm["low"], low)
