@@ -68,8 +68,9 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", choices=("histogram", "mean", "aggregate"), default=None)
-    ap.add_argument("--agg-query", choices=("bounded", "unbounded", "both"), default="both",
-                    help="aggregate: the bounded query, the issue-13 query with an unbounded mean, or both")
+    ap.add_argument("--agg-query", choices=("bounded", "unbounded", "quantile", "both", "all"), default="both",
+                    help="aggregate: the bounded query, the issue-13 query with an unbounded mean, both, a query "
+                         "with quantiles, or all three")
     ap.add_argument("--agg-rows", type=int, default=10_000_000)
     ap.add_argument("--mean-rows", type=int, default=2_000_000)
     ap.add_argument("--units", type=int, default=0,
@@ -183,6 +184,7 @@ def bench_aggregate(args: argparse.Namespace) -> None:
         bounded = [privagg.count(), privagg.sum("y", bounds=(0.0, 500.0)), privagg.mean("y", bounds=(0.0, 500.0))]
         # the issue-13 perf query: count, bounded sum and unbounded mean
         unbounded = [privagg.count(), privagg.sum("y", bounds=(0.0, 500.0)), privagg.mean("y")]
+        quantile = [privagg.count(), privagg.quantile("y", 0.5), privagg.quantile("y", 0.9, bounds=(0.0, 500.0))]
         metrics = bounded
 
         def plain() -> None:
@@ -193,6 +195,11 @@ def bench_aggregate(args: argparse.Namespace) -> None:
             yc = F.least(F.greatest(F.col("y"), F.lit(0.0)), F.lit(500.0))
             df.groupBy("k").agg(F.count(F.lit(1)), F.sum(yc), F.avg("y")).toArrow()
 
+        def plain_quantile() -> None:  # exact percentiles (Spark's percentile aggregate)
+            yc = F.least(F.greatest(F.col("y"), F.lit(0.0)), F.lit(500.0))
+            df.groupBy("k").agg(F.count(F.lit(1)), F.percentile(F.col("y"), F.lit(0.5)),
+                                F.percentile(yc, F.lit(0.9))).toArrow()
+
         def private(table) -> None:
             privagg.aggregate(table, by="k", metrics=metrics, epsilon=1.0, delta=1e-6).to_pandas()
 
@@ -200,7 +207,7 @@ def bench_aggregate(args: argparse.Namespace) -> None:
 
         def fetched() -> None:  # the values fetched to the driver, as before
             SparkGroupedTable.prepare = lambda self, **kw: real_prepare(self, **{**kw, "sums": None,
-                                                                                  "mean_rows": None})
+                                                                                  "kept_rows": None})
             try:
                 private(df)
             finally:
@@ -213,16 +220,23 @@ def bench_aggregate(args: argparse.Namespace) -> None:
                 return f"failed: {str(exc)[:90]}"
 
         tables = []
-        if args.agg_query in ("bounded", "both"):
+        if args.agg_query in ("bounded", "both", "all"):
             tables.append(("count, sum(y, 0..500), mean(y, 0..500)", [
                 ("Spark groupBy(k).agg(count, sum, avg) (plain)", timed(plain)),
                 ("Spark privagg.aggregate, sums in Spark", timed(lambda: private(df))),
                 ("Spark privagg.aggregate, values fetched", timed(fetched)),
                 ("DuckDB privagg.aggregate (same query)", timed(lambda: private(str(data))))]))
-        if args.agg_query in ("unbounded", "both"):
+        if args.agg_query in ("unbounded", "both", "all"):
             metrics = unbounded
             tables.append(("count, sum(y, 0..500), mean(y) without bounds", [
                 ("Spark groupBy(k).agg(count, sum, avg) (plain)", timed(plain_unbounded)),
+                ("Spark privagg.aggregate, rows kept in Spark", timed(lambda: private(df))),
+                ("Spark privagg.aggregate, values fetched", timed(fetched)),
+                ("DuckDB privagg.aggregate (same query)", timed(lambda: private(str(data))))]))
+        if args.agg_query in ("quantile", "all"):
+            metrics = quantile
+            tables.append(("count, quantile(y, 0.5) without bounds, quantile(y, 0.9, 0..500)", [
+                ("Spark groupBy(k).agg(count, percentile, percentile) (plain)", timed(plain_quantile)),
                 ("Spark privagg.aggregate, rows kept in Spark", timed(lambda: private(df))),
                 ("Spark privagg.aggregate, values fetched", timed(fetched)),
                 ("DuckDB privagg.aggregate (same query)", timed(lambda: private(str(data))))]))

@@ -86,8 +86,8 @@ def _frame(seed: int = 9, n: int = 4000) -> pd.DataFrame:
 def test_bounded_metrics_fetch_no_values_and_match_duckdb(spark, monkeypatch) -> None:
     """count, sum and mean of x with the same bounds (one shared step), a sum and a mean of y with
     different bounds: no fetched table holds a value column (``v0``, ``v1``), and the release equals
-    the DuckDB path's (seed 13). Control: with a quantile of x, x's values are fetched (the spy sees
-    ``v0``)."""
+    the DuckDB path's (seed 13). Control: the engine's fetch path (``prepare`` without ``sums`` and
+    ``kept_rows``) fetches x's values (the spy sees ``v0``)."""
     pdf = _frame()
     sdf = _sdf(spark, pdf)
     seen = _spy(monkeypatch)
@@ -100,9 +100,11 @@ def test_bounded_metrics_fetch_no_values_and_match_duckdb(spark, monkeypatch) ->
         pd.testing.assert_frame_equal(a.groups, b.groups)
     assert seen and not any({"v0", "v1"} & set(cols) for cols in seen), seen
     seen.clear()
-    privagg.aggregate(sdf, by="g", metrics=metrics + [privagg.quantile("x", 0.5, (0.0, 50.0))],
-                      epsilon=3, delta=1e-6, domain=["a"], rng=13)
-    assert any("v0" in cols for cols in seen) and not any("v1" in cols for cols in seen), seen
+    real = SparkGroupedTable.prepare
+    monkeypatch.setattr(SparkGroupedTable, "prepare",
+                        lambda self, **kw: real(self, **{**kw, "sums": None, "kept_rows": None}))
+    privagg.aggregate(sdf, by="g", metrics=metrics, epsilon=3, delta=1e-6, domain=["a"], rng=13)
+    assert any("v0" in cols for cols in seen) and any("v1" in cols for cols in seen), seen
 
 
 def test_user_level_sums_in_spark_match_fetched_values(spark) -> None:

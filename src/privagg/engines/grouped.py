@@ -354,7 +354,7 @@ class GroupedTable:
         return out
 
     def prepare(self, *, domain: list[list[Any]] | None = None, max_groups: int = 1, max_rows: int = 1,
-                secrets: tuple[int, int] = (0, 0), sums: Any = None, mean_rows: Any = None) -> Candidates:
+                secrets: tuple[int, int] = (0, 0), sums: Any = None, kept_rows: Any = None) -> Candidates:
         """Materialize, group, bound, count and fetch (module docstring, steps 1–5).
 
         Parameters
@@ -370,8 +370,8 @@ class GroupedTable:
         sums : dict, optional
             {column: [(lo, hi), …]}: columns whose metrics read only present counts and clamped
             integer sums: computed in DuckDB (:meth:`_column_sums`), their values not fetched.
-        mean_rows : dict, optional
-            Columns that unbounded means read (``aggregate._mean_rows``): fetched here like the
+        kept_rows : dict, optional
+            Columns that unbounded means or quantiles read (``aggregate._kept_rows``): fetched here like the
             other columns (an engine that keeps rows where they live serves them as
             :class:`~privagg.mechanisms.grouped.MeanRows`: Spark).
         """

@@ -43,17 +43,17 @@ Steps (:meth:`SparkGroupedTable.prepare`), as in the DuckDB engine:
    :func:`privagg.mechanisms.aggregate._sums_only`), one ``groupBy`` of the bounded rows computes
    its present counts and exact clamped integer sums per group (:meth:`SparkGroupedTable._column_sums`;
    a :class:`~privagg.mechanisms.grouped.ColumnSums`): no value reaches the driver. For a column
-   that unbounded means read and no quantile does (``prepare(mean_rows=…)``, from
-   :func:`privagg.mechanisms.aggregate._mean_rows`), the same aggregation gives its present counts
+   that unbounded means or quantiles read (``prepare(kept_rows=…)``, from
+   :func:`privagg.mechanisms.aggregate._kept_rows`), the same aggregation gives its present counts
    (and the clamped sums of its bounded metrics), and its finite ``(group id, v)`` rows are
-   persisted on the executors: the unbounded mean reads them through
-   :class:`~privagg.engines.spark_mean_rows.SparkMeanRows` (Spark aggregations of the local per-row
-   functions, and a Poisson locate subsample collected to the driver), after the charge. For the
-   other columns (a quantile's) the (group id, v…) rows of the candidate groups are collected with
-   one Arrow fetch and ordered by the group id there (numpy's stable radix sort on one integer: no
-   Spark range-partitioning job), then per column the finite values. **A documented limit**: the
-   quantile's primitives are numpy on the driver, so the driver sees a quantile column's (bounded)
-   values of the candidate groups. (With ``count()`` only, nothing but the counts is fetched.)
+   persisted on the executors, packed: the metrics read them through
+   :class:`~privagg.engines.spark_rows.SparkRows` (Spark aggregations of the local per-row
+   functions — counts per public grid cell, exact clipped sums — and, for an unbounded mean, a
+   Poisson locate subsample collected to the driver), after the charge. Without ``kept_rows``
+   (the engine's earlier path, kept for comparison) the (group id, v…) rows of such columns are
+   collected with one Arrow fetch and ordered by the group id there (numpy's stable radix sort on
+   one integer), then per column the finite values. (With ``count()`` only, nothing but the
+   counts is fetched.)
 
 ``where=`` is refused with a Spark DataFrame (a ParameterError before any job):
 :func:`privagg.engines.where.check_where` rebuilds a **DuckDB** SQL expression, and Spark SQL gives
@@ -74,7 +74,7 @@ from .._validate import fail
 from ..errors import ParameterError
 from ..mechanisms.grouped import ColumnSums, GroupedValues
 from .grouped import SPLIT_BITS, Candidates, domain_columns, duplicate_domain_key, power_steps, split_sums
-from .spark_mean_rows import SparkMeanRows, packed_rows
+from .spark_rows import SparkRows, packed_rows
 from .spark import (
     _FLOATS,
     _REFUSED,
@@ -188,13 +188,13 @@ class SparkGroupedTable:
     def prepare(self, *, domain: list[list[Any]] | None = None, max_groups: int = 1, max_rows: int = 1,
                 secrets: tuple[int, int] = (0, 0),
                 sums: dict[str, Sequence[tuple[float, float]]] | None = None,
-                mean_rows: dict[str, Sequence[tuple[float, float]]] | None = None) -> Candidates:
+                kept_rows: dict[str, Sequence[tuple[float, float]]] | None = None) -> Candidates:
         """Rows, groups, bounding, counts and values (module docstring, steps 1–5). ``sums``:
         columns whose metrics read only present counts and clamped integer sums, with the bounds
         of each: computed in Spark (:meth:`_column_sums`), none of their values fetched.
-        ``mean_rows``: columns that unbounded means read (and no quantile), with the bounds of
+        ``kept_rows``: columns that unbounded means or quantiles read, with the bounds of
         their bounded metrics: their rows are kept on the executors
-        (:class:`~privagg.engines.spark_mean_rows.SparkMeanRows`), their present counts and clamped
+        (:class:`~privagg.engines.spark_rows.SparkRows`), their present counts and clamped
         sums computed now."""
         from pyspark.sql import functions as F
 
@@ -226,7 +226,7 @@ class SparkGroupedTable:
         n_groups = int(n_rows.shape[0])
         values: dict[str, GroupedValues | ColumnSums] = {}
         sums = dict(sums or {})
-        kept = dict(mean_rows or {})
+        kept = dict(kept_rows or {})
         sums.update(kept)
         raw = [(c, v) for c, v in zip(self.columns, vals, strict=True) if c not in sums]
         agg = [(c, v) for c, v in zip(self.columns, vals, strict=True) if c in sums]
@@ -247,12 +247,12 @@ class SparkGroupedTable:
                     x = F.col(v)
                     finite = x.isNotNull() & ~F.isnan(x) & (F.abs(x) != F.lit(float("inf")))
                     # persisted beyond this table's close: the mean reads it after the charge, and
-                    # SparkMeanRows.close (aggregate, at the end) frees it
+                    # SparkRows.close (aggregate, at the end) frees it
                     from pyspark import StorageLevel
 
                     frame = packed_rows(rows.select("i", x.alias("v")).where(finite))
                     frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
-                    values[c] = SparkMeanRows(frame, values[c], self._caller)
+                    values[c] = SparkRows(frame, values[c], self._caller)
                     self._collect(frame.groupBy().count())  # materialized before the charge
         return Candidates(keys=key_arrays, rows=n_rows, units=n_units, values=values)
 

@@ -739,8 +739,8 @@ def aggregate(
                     csv=csv) as tab:
         secrets = (draw_secret(gen), draw_secret(gen)) if units is not None else (0, 0)
         cand = tab.prepare(domain=dom, max_groups=l0, max_rows=linf, secrets=secrets,
-                           sums=_sums_only(mets), mean_rows=_mean_rows(mets))
-    # rows an engine keeps where they live (Spark: the unbounded means' columns) are freed at the end
+                           sums=_sums_only(mets), kept_rows=_kept_rows(mets))
+    # rows an engine keeps where they live (Spark: the unbounded means' and quantiles' columns), freed at the end
     kept = [v for v in cand.values.values() if hasattr(v, "close")]
     try:
         if not secure:  # seeded: the same release for the same seed, whatever order the engine's rows came in
@@ -754,7 +754,7 @@ def aggregate(
                 "split": {k: [str(e), str(d)] for k, (e, d) in split.items()}, "neighbors": neighbors,
                 "unit": units is not None, "max_groups_per_unit": l0, "max_rows_per_group": linf,
                 "domain_size": None if dom is None else len(dom[0])})
-        # ---- after the charge: numpy and noise only (and, on Spark, the unbounded means' passes) ----
+        # ---- after the charge: numpy and noise only (and, on Spark, the passes over kept rows) -------
         if dom is None:
             from .partition_selection import select
 
@@ -951,17 +951,17 @@ def _sums_only(mets: tuple[_Metric, ...]) -> dict[str, list[tuple[float, float]]
     return out
 
 
-def _mean_rows(mets: tuple[_Metric, ...]) -> dict[str, list[tuple[float, float]]]:
-    """{column: [bounds, …]} for the columns that unbounded means read and no quantile does, with
-    the bounds of the column's bounded sums and means: an engine that keeps rows where they live
-    (Spark) serves these through :class:`~privagg.mechanisms.grouped.MeanRows` (the unbounded
-    mean's per-row passes) plus present counts and clamped integer sums, without fetching the
-    column; the local engines fetch it."""
-    quantile = {m.column for m in mets if isinstance(m, Quantile)}
-    means = {m.column for m in mets if isinstance(m, Mean) and m.bounds is None} - quantile
-    out: dict[str, list[tuple[float, float]]] = {c: [] for c in sorted(means)}
+def _kept_rows(mets: tuple[_Metric, ...]) -> dict[str, list[tuple[float, float]]]:
+    """{column: [bounds, …]} for the columns that unbounded means or quantiles read, with the bounds
+    of the column's bounded sums and means: an engine that keeps rows where they live (Spark)
+    serves these through :class:`~privagg.mechanisms.grouped.MeanRows` (the unbounded mean's
+    per-row passes, the quantile's bin counts) plus present counts and clamped integer sums,
+    without fetching the column; the local engines fetch it."""
+    raw = sorted({m.column for m in mets
+                  if isinstance(m, Quantile) or (isinstance(m, Mean) and m.bounds is None)})
+    out: dict[str, list[tuple[float, float]]] = {c: [] for c in raw}
     for m in mets:
-        if isinstance(m, (Sum, Mean)) and m.column in means and m.bounds is not None:
+        if isinstance(m, (Sum, Mean)) and m.column in out and m.bounds is not None:
             out[m.column].append(m.bounds)
     return out
 

@@ -126,8 +126,8 @@ class ColumnSums:
 
 
 class MeanRows(Protocol):
-    """What :func:`~privagg.mechanisms.grouped_mean.friendly_means` (the unbounded mean) reads of a
-    column's rows, for an engine that keeps them where they live (Spark: only these results reach
+    """What :func:`~privagg.mechanisms.grouped_mean.friendly_means` (the unbounded mean) and
+    :func:`~privagg.mechanisms.grouped_quantile.quantiles` read of a column's rows, for an engine that keeps them where they live (Spark: only these results reach
     the driver). :class:`GroupedValues` is read through the same methods in numpy
     (``grouped_mean._LocalRows``). Every method but :meth:`subsample` returns sums over the rows
     of a per-row function of the row and of public per-group arrays (the functions of
@@ -160,6 +160,12 @@ class MeanRows(Protocol):
     def range_sums(self, center: np.ndarray, shift: np.ndarray, r_lo: np.ndarray, r_hi: np.ndarray,
                    e_s: np.ndarray) -> np.ndarray:
         """int64 (G,): the exact ``Σ range_terms`` of ``(x − center[g]) − shift[g]`` per group."""
+
+    def bin_counts(self, groups: np.ndarray | None, bins: Any, width: int,
+                   chunks: list[tuple[int, int]]) -> Any:
+        """The quantile's reads (:func:`~privagg.mechanisms.grouped_quantile.local_bin_counts`):
+        for each chunk ``(c0, c1)`` of positions in ``groups`` (all groups when None), the int64
+        ``(c1 − c0, width)`` counts of ``bins(x, j)`` (``j`` the row's position) over their rows."""
 
 
 @dataclass(frozen=True, eq=False)

@@ -34,7 +34,9 @@ Grids (all candidates are exactly representable floats, so ``x <= t`` is an exac
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable, Iterator
 from fractions import Fraction
 from typing import Any
 
@@ -228,29 +230,75 @@ def _noisy_argmax(util: np.ndarray, k_valid: np.ndarray | None, scale: Fraction,
     return np.argmax(noisy, axis=1)  # numpy's argmax returns the first maximum
 
 
-def _counts_shared(x: np.ndarray, gid: np.ndarray, g0: int, g1: int, cands: np.ndarray) -> np.ndarray:
-    """``c[g, k] = #{rows of group g0 + g with x <= cands[k]}`` for one sorted candidate list."""
-    k = cands.size
-    b = np.searchsorted(cands, x, side="left")  # #candidates < x: x <= cands[j] iff j >= b
-    flat = np.bincount((gid - g0) * (k + 1) + b, minlength=(g1 - g0) * (k + 1))
-    return np.cumsum(flat.reshape(g1 - g0, k + 1), axis=1)[:, :k]
+def shared_bins(x: np.ndarray, j: np.ndarray, cands: np.ndarray) -> np.ndarray:
+    """The bin of each row for one sorted candidate list (any group ``j``): the number of
+    candidates below ``x``, so ``x <= cands[i]`` iff ``i >= bin`` (in ``[0, K]``)."""
+    return np.searchsorted(cands, x, side="left")
 
 
-def _counts_dyadic(x: np.ndarray, gid: np.ndarray, g0: int, g1: int, e: np.ndarray,
-                   m0: np.ndarray, k: int) -> np.ndarray:
-    """``c[g, i] = #{rows of group g with x <= (m0[g] + i)·2^{e[g]}}``, ``i < k``.
+def dyadic_bins(x: np.ndarray, j: np.ndarray, e: np.ndarray, m0: np.ndarray, k: int) -> np.ndarray:
+    """The bin of each row on its group's dyadic grid ``(m0[j] + i)·2^{e[j]}`` (``j`` the row's
+    position in the stage's groups): ``clip(ceil(x·2^{−e[j]}) − m0[j], 0, k)``, so
+    ``x <= (m0 + i)·2^e`` iff ``i >= bin``.
 
     ``x <= m·2^e`` iff ``ceil(x·2^{−e}) <= m``: ``ldexp`` is exact (a positive ``x`` whose scaled
     value underflows is given ``ceil = 1``, its true value), ``ceil`` is exact, and the bin
     ``clip(ceil − m0, 0, k)`` is exact after clipping (|m0| < 2^53; a rounded difference is beyond
     the clip range, by monotone rounding)."""
-    r = gid - g0
     with np.errstate(over="ignore", under="ignore"):  # ±inf / 0 are handled: no data-dependent warning
-        y = np.ceil(np.ldexp(x, -e[r]))
+        y = np.ceil(np.ldexp(x, -e[j]))
     y = np.where((x > 0) & (y < 1), 1.0, y)
-    b = np.clip(y - m0[r], 0, k).astype(np.int64)
-    flat = np.bincount(r * (k + 1) + b, minlength=(g1 - g0) * (k + 1))
-    return np.cumsum(flat.reshape(g1 - g0, k + 1), axis=1)[:, :k]
+    return np.clip(y - m0[j], 0, k).astype(np.int64)
+
+
+def _cumulative(flat: np.ndarray, n_groups: int, k: int) -> np.ndarray:
+    """``c[g, i]``, ``i < k``: the counts of bins ``<= i`` from the flat ``g·(k + 1) + bin`` counts."""
+    return np.cumsum(flat.reshape(n_groups, k + 1), axis=1)[:, :k]
+
+
+def _counts_shared(x: np.ndarray, gid: np.ndarray, g0: int, g1: int, cands: np.ndarray) -> np.ndarray:
+    """``c[g, k] = #{rows of group g0 + g with x <= cands[k]}`` for one sorted candidate list."""
+    k = cands.size
+    r = gid - g0
+    flat = np.bincount(r * (k + 1) + shared_bins(x, r, cands), minlength=(g1 - g0) * (k + 1))
+    return _cumulative(flat, g1 - g0, k)
+
+
+def _counts_dyadic(x: np.ndarray, gid: np.ndarray, g0: int, g1: int, e: np.ndarray,
+                   m0: np.ndarray, k: int) -> np.ndarray:
+    """``c[g, i] = #{rows of group g with x <= (m0[g] + i)·2^{e[g]}}``, ``i < k``
+    (:func:`dyadic_bins`)."""
+    r = gid - g0
+    flat = np.bincount(r * (k + 1) + dyadic_bins(x, r, e, m0, k), minlength=(g1 - g0) * (k + 1))
+    return _cumulative(flat, g1 - g0, k)
+
+
+def local_bin_counts(gv: GroupedValues, groups: np.ndarray | None, bins: Callable[..., np.ndarray],
+                     width: int, chunks: list[tuple[int, int]]) -> Iterator[np.ndarray]:
+    """:meth:`~privagg.mechanisms.grouped.MeanRows.bin_counts` of rows held in numpy: per chunk
+    one ``bincount`` of the flat ``(j − c0)·width + bins(x, j)`` over the chunk's rows (a slice:
+    the rows are sorted by group; ``groups`` given, the rows of those groups renumbered
+    ``0 … len(groups) − 1`` first)."""
+    x, gid, offsets = np.asarray(gv.values, dtype=np.float64), np.asarray(gv.group, dtype=np.int64), gv.offsets
+    if groups is not None:
+        local = np.full(int(gv.n_groups), -1, dtype=np.int64)
+        local[groups] = np.arange(groups.size)
+        mask = local[gid] >= 0
+        x, gid = x[mask], local[gid[mask]]
+        sizes = np.diff(offsets)[groups]
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    for c0, c1 in chunks:
+        lo, hi = offsets[c0], offsets[c1]
+        j = gid[lo:hi]
+        flat = np.bincount((j - c0) * width + bins(x[lo:hi], j), minlength=(c1 - c0) * width)
+        yield flat.reshape(c1 - c0, width)
+
+
+def _bin_counts(rows: Any, groups: np.ndarray | None, bins: Callable[..., np.ndarray], width: int,
+                chunks: list[tuple[int, int]]) -> Iterator[np.ndarray]:
+    if isinstance(rows, GroupedValues):
+        return local_bin_counts(rows, groups, bins, width, chunks)
+    return rows.bin_counts(groups, bins, width, chunks)  # an engine that keeps the rows (Spark)
 
 
 def stage_scales(a: int, b: int, epsilon: Any, contribution: Contribution, *,
@@ -283,17 +331,19 @@ def _cell_utility(cum: np.ndarray, n: np.ndarray, a: int, b: int) -> np.ndarray:
     return -np.maximum(np.maximum(b * prev - an, an - b * cum), 0)
 
 
-def _dyadic_stage(x: np.ndarray, gid: np.ndarray, offsets: np.ndarray, sizes: np.ndarray,
+def _dyadic_stage(rows: Any, groups: np.ndarray | None, sizes: np.ndarray,
                   e_arr: np.ndarray, m0_arr: np.ndarray, k_arr: np.ndarray, a: int, b: int,
                   scale: Fraction, rng: np.random.Generator, cells: bool = False) -> np.ndarray:
-    """One report-noisy-max per group over its dyadic grid ``(m0[g] + i)·2^{e[g]}``, ``i < k[g]``
-    (point utility, or with ``cells`` the cell utility of :func:`_cell_utility`)."""
+    """One report-noisy-max per group of ``groups`` (all when None; ``sizes``, ``e_arr`` … per
+    group of the stage) over its dyadic grid ``(m0[g] + i)·2^{e[g]}``, ``i < k[g]`` (point
+    utility, or with ``cells`` the cell utility of :func:`_cell_utility`)."""
     G = e_arr.size
     kmax = int(k_arr.max()) if G else 1
     pick = np.zeros(G, dtype=np.int64)
-    for g0, g1 in _group_chunks(G, kmax):
-        lo_r, hi_r = offsets[g0], offsets[g1]
-        cum = _counts_dyadic(x[lo_r:hi_r], gid[lo_r:hi_r], g0, g1, e_arr[g0:g1], m0_arr[g0:g1], kmax)
+    chunks = _group_chunks(G, kmax)
+    bins = functools.partial(dyadic_bins, e=e_arr, m0=m0_arr, k=kmax)
+    for (g0, g1), flat in zip(chunks, _bin_counts(rows, groups, bins, kmax + 1, chunks), strict=True):
+        cum = _cumulative(flat, g1 - g0, kmax)
         util = (_cell_utility if cells else _utility)(cum, sizes[g0:g1], a, b)
         pick[g0:g1] = _noisy_argmax(util, k_arr[g0:g1], scale, rng)
     return pick
@@ -306,8 +356,9 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
 
     Parameters
     ----------
-    gv : GroupedValues
-        The bounded rows of the released groups (sorted by group).
+    gv : GroupedValues or MeanRows
+        The bounded rows of the released groups (sorted by group), or an engine's kept rows
+        (Spark): read only through per-row bin counts (:func:`local_bin_counts`).
     q : float
         In [0, 1], converted to ``a/b`` by :func:`rational_q` (``0.9 → 9/10``).
     bounds : (lo, hi) or None
@@ -353,10 +404,7 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
     box = _check_bounds(bounds)
     scales = stage_scales(a, b, epsilon, contribution, bounded=box is not None)
     G = int(gv.n_groups)
-    x = np.asarray(gv.values, dtype=np.float64)
-    gid = np.asarray(gv.group, dtype=np.int64)
-    offsets = gv.offsets
-    sizes = np.diff(offsets)
+    sizes = np.asarray(gv.present_counts(), dtype=np.int64)
 
     if box is not None:  # one stage over a dyadic grid of [lo, hi] (its size: public, per group)
         if n_hat is None:
@@ -375,29 +423,24 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
             sel = np.flatnonzero(bits_g == bits)
             e_arr[sel], m0_arr[sel], k_arr[sel] = e, float(m0), k
             if sel.size == G:
-                pick = _dyadic_stage(x, gid, offsets, sizes, e_arr, m0_arr, k_arr, a, b, scales[0], rng)
+                pick = _dyadic_stage(gv, None, sizes, e_arr, m0_arr, k_arr, a, b, scales[0], rng)
                 break
-            local = np.full(G, -1, dtype=np.int64)
-            local[sel] = np.arange(sel.size)
-            mask = bits_g[gid] == bits
-            sub_sizes = sizes[sel]
-            sub_off = np.concatenate([[0], np.cumsum(sub_sizes)]).astype(np.int64)
-            pick[sel] = _dyadic_stage(x[mask], local[gid[mask]], sub_off, sub_sizes, e_arr[sel],
-                                      m0_arr[sel], k_arr[sel], a, b, scales[0], rng)
+            pick[sel] = _dyadic_stage(gv, sel, sizes[sel], e_arr[sel], m0_arr[sel], k_arr[sel], a, b,
+                                      scales[0], rng)
     else:
         cands = geometric_grid()
         first_k = cands.size
         choice = np.empty(G, dtype=np.int64)
-        for g0, g1 in _group_chunks(G, first_k):
-            lo_r, hi_r = offsets[g0], offsets[g1]
-            cum = _counts_shared(x[lo_r:hi_r], gid[lo_r:hi_r], g0, g1, cands)
-            util = _cell_utility(cum, sizes[g0:g1], a, b)
+        chunks = _group_chunks(G, first_k)
+        bins = functools.partial(shared_bins, cands=cands)
+        for (g0, g1), flat in zip(chunks, _bin_counts(gv, None, bins, first_k + 1, chunks), strict=True):
+            util = _cell_utility(_cumulative(flat, g1 - g0, first_k), sizes[g0:g1], a, b)
             choice[g0:g1] = _noisy_argmax(util, None, scales[0], rng)
         # the chosen cell (C[k − 1], C[k]]; cell 0 is (−∞, C[0]] → the point C[0]
         w_lo = cands[np.maximum(choice - 1, 0)]
         w_hi = cands[choice]
         e_arr, m0_arr, k_arr = _dyadic_windows(w_lo, w_hi, UNBOUNDED_BITS)
-        pick = _dyadic_stage(x, gid, offsets, sizes, e_arr, m0_arr, k_arr, a, b, scales[-1], rng)
+        pick = _dyadic_stage(gv, None, sizes, e_arr, m0_arr, k_arr, a, b, scales[-1], rng)
     last_k = int(k_arr.max()) if G else 1
     value = np.ldexp(m0_arr + pick, e_arr)
     step_out = np.ldexp(1.0, e_arr)

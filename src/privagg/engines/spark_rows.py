@@ -1,6 +1,6 @@
-"""The rows of an unbounded mean's column kept in Spark: :class:`SparkMeanRows`, the
+"""The rows of a column kept in Spark: :class:`SparkRows`, the
 :class:`~privagg.mechanisms.grouped.MeanRows` of :func:`privagg.aggregate`'s ``mean(col)`` (no
-bounds) on a Spark DataFrame.
+bounds) and ``quantile(col, q)`` on a Spark DataFrame.
 
 :func:`~privagg.mechanisms.grouped_mean.friendly_means` runs on the driver, unchanged; it reads the
 rows only through the five methods below, each one Spark job over the persisted ``(i, v)`` rows
@@ -13,6 +13,9 @@ wrapped long). So what reaches the driver is, per call:
 * ``octave_counts``: the spread floor's octave histogram, at most ``G·(FLOOR_OCTAVES + 2)`` counts;
 * ``side_histogram``: the per-side histogram of the clipping range, ``2·G·nb`` counts;
 * ``range_sums``: ``G`` exact integers (the clipped sums before noise);
+* ``bin_counts`` (the quantile, :mod:`privagg.mechanisms.grouped_quantile`): the counts of each
+  group's rows per candidate cell of its public grid (at most ``2^16 + 1`` cells per group),
+  one job per stage; the noise and the report-noisy-max then run on the driver, as locally;
 * ``subsample``: the locate subsample, **raw values on the driver**, as with the local engines —
   each row kept with the public probability ``min(1, m_locate/n̂_g)``, so about ``m_locate`` rows
   per large group (a public function of the plan), whatever the group's size; and every row of
@@ -41,7 +44,7 @@ from ..mechanisms.grouped import ColumnSums
 from .spark import TaskRandomness, _Quiet, _spark_errors
 from .spark_points import _arrays, _map, _pack, _records_per_batch, block_values
 
-__all__ = ["SparkMeanRows", "packed_rows"]
+__all__ = ["SparkRows", "packed_rows"]
 
 #: Low bits of the exact sums' two parts (:func:`_group_sums`).
 _LOW_BITS = 15
@@ -77,7 +80,7 @@ def _group_rows(batches: Iterator[Any], remap: np.ndarray | None) -> Iterator[tu
 def _counts(bins: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     """The non-zero (bin, count) of ``bins`` (``bincount`` when the batch is large against the
     number of bins, else ``unique``: no sort of a large batch, no large array for a small one)."""
-    if bins.size * 8 >= size:
+    if bins.size * 8 >= size and size <= 1 << 24:
         c = np.bincount(bins, minlength=size)
         j = np.flatnonzero(c)
         return j, c[j]
@@ -102,7 +105,7 @@ def _long(values: np.ndarray) -> Any:
     return pa.array(np.asarray(values, dtype=np.int64), type=pa.int64())
 
 
-class SparkMeanRows:
+class SparkRows:
     """The persisted finite ``(i, v)`` rows of one column of the candidate groups, packed
     (:func:`packed_rows`; module docstring). ``sums``: the column's present counts (and clamped sums for any bounded metric of
     the same column), computed by the engine before the charge."""
@@ -125,13 +128,13 @@ class SparkMeanRows:
     def integer_sums(self, lower: float, upper: float) -> np.ndarray:
         return self.sums.integer_sums(lower, upper)
 
-    def restrict(self, keep: np.ndarray) -> SparkMeanRows:
+    def restrict(self, keep: np.ndarray) -> SparkRows:
         """The groups where ``keep`` (bool (G,)) holds, renumbered in the same order (driver only:
         the tasks apply the map)."""
         keep = np.asarray(keep, dtype=bool)
         new = np.where(keep, np.cumsum(keep) - 1, -1).astype(np.int64)
         remap = new if self.remap is None else np.where(self.remap >= 0, new[np.maximum(self.remap, 0)], -1)
-        return SparkMeanRows(self.frame, self.sums.restrict(keep), self.caller, remap)
+        return SparkRows(self.frame, self.sums.restrict(keep), self.caller, remap)
 
     # -- jobs ------------------------------------------------------------------------------
     def _collect(self, frame: Any) -> Any:
@@ -203,7 +206,7 @@ class SparkMeanRows:
         def partial(batches: Iterator[Any]) -> Iterator[Any]:
             import pyarrow as pa
 
-            from privagg.engines.spark_mean_rows import _group_sums
+            from privagg.engines.spark_rows import _group_sums
             from privagg.mechanisms.grouped_mean import range_terms
 
             total = np.zeros(n_groups, dtype=np.int64)
@@ -223,6 +226,50 @@ class SparkMeanRows:
         for j, v in zip(table.column("j").to_pylist(), table.column("s").to_pylist(), strict=True):  # G at most
             out[j] = int(v)  # |Σ| < 2^63 for fewer than 2^33 rows per group (TERM_BITS)
         return out
+
+    def bin_counts(self, groups: np.ndarray | None, bins: Any, width: int,
+                   chunks: list[tuple[int, int]]) -> Iterator[np.ndarray]:
+        """The quantile's counts (:func:`privagg.mechanisms.grouped_quantile.local_bin_counts`):
+        one job for all chunks — per task the sparse counts of the flat ``j·width + bins(v, j)``
+        (``j`` the row's position in ``groups``), added by Spark —, then each chunk's dense
+        ``(c1 − c0, width)`` counts on the driver. At most ``min(rows, len(groups)·width)`` counts
+        reach the driver (the candidate grids are public, at most 2^16 + 1 per group)."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import LongType, StructField, StructType
+
+        n_stage = self.n_groups if groups is None else int(np.asarray(groups).size)
+        pos = None
+        if groups is not None:
+            pos = np.full(self.n_groups, -1, dtype=np.int64)
+            pos[np.asarray(groups, dtype=np.int64)] = np.arange(n_stage)
+        remap, w, size = self.remap, int(width), n_stage * int(width)
+
+        def partial(batches: Iterator[Any]) -> Iterator[Any]:
+            import pyarrow as pa
+
+            from privagg.engines.spark_rows import _counts
+
+            for g, v in _group_rows(batches, remap):
+                j = g if pos is None else np.take(pos, g)
+                if pos is not None:
+                    keep = j >= 0
+                    j, v = j[keep], v[keep]
+                if j.size:
+                    with np.errstate(all="ignore"):
+                        f, c = _counts(j * w + bins(v, j), size)
+                    yield pa.RecordBatch.from_arrays([_long(f), _long(c)], names=["j", "c"])
+
+        schema = StructType([StructField("j", LongType(), False), StructField("c", LongType(), False)])
+        table = self._collect(_map(self.frame, partial, schema).groupBy("j").agg(F.sum("c").alias("c")))
+        flat = table.column("j").to_numpy().astype(np.int64)
+        counts = table.column("c").to_numpy().astype(np.int64)
+        order = np.argsort(flat, kind="stable")
+        flat, counts = flat[order], counts[order]
+        for c0, c1 in chunks:
+            a, b = np.searchsorted(flat, [c0 * w, c1 * w])
+            dense = np.zeros((c1 - c0) * w, dtype=np.int64)
+            dense[flat[a:b] - c0 * w] = counts[a:b]
+            yield dense.reshape(c1 - c0, w)
 
     def _fetch(self, partial: Any, frame: Any, nondeterministic: bool) -> tuple[np.ndarray, np.ndarray]:
         from pyspark.sql.types import DoubleType, LongType, StructField, StructType

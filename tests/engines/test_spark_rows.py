@@ -1,5 +1,5 @@
 """The unbounded grouped mean on Spark reads its rows where they live (issue 14 items 2 and 5;
-:class:`privagg.engines.spark_mean_rows.SparkMeanRows`): the spread floor's octave counts, the
+:class:`privagg.engines.spark_rows.SparkRows`): the spread floor's octave counts, the
 per-side histogram and the exact clipped range sums are Spark aggregations of the local per-row
 functions — the same integers as numpy on hostile values —, a Poisson locate subsample (every row
 of the small-plan groups) is the only set of values collected, and the subsample has the local law.
@@ -19,7 +19,7 @@ pytest.importorskip("pyspark")
 
 import privagg  # noqa: E402
 from privagg.engines.grouped import open_table  # noqa: E402
-from privagg.engines.spark_mean_rows import SparkMeanRows  # noqa: E402
+from privagg.engines.spark_rows import SparkRows  # noqa: E402
 from privagg.mechanisms import grouped_mean as gm  # noqa: E402
 from privagg.mechanisms.grouped import Contribution, GroupedValues  # noqa: E402
 from privagg.noise.rng import secure_generator  # noqa: E402
@@ -54,13 +54,13 @@ def _hostile(seed: int = 3, n: int = 12_000, groups: int = 6) -> pd.DataFrame:
     return pd.DataFrame({"g": g.astype(str), "x": xs})
 
 
-def _pair(spark, pdf: pd.DataFrame) -> tuple[GroupedValues, SparkMeanRows]:
+def _pair(spark, pdf: pd.DataFrame) -> tuple[GroupedValues, SparkRows]:
     kw = dict(by=["g"], units=None, columns=["x"], where=None)
     with open_table(pdf.astype({"x": "float64"}), **kw) as tab:
         local = tab.prepare().values["x"]
     tab = open_table(_sdf(spark, pdf), **kw)  # left open: the rows stay persisted for the test
-    remote = tab.prepare(mean_rows={"x": []}).values["x"]
-    assert isinstance(local, GroupedValues) and isinstance(remote, SparkMeanRows)
+    remote = tab.prepare(kept_rows={"x": []}).values["x"]
+    assert isinstance(local, GroupedValues) and isinstance(remote, SparkRows)
     return local, remote
 
 
@@ -76,7 +76,7 @@ def _public_arrays(rng: np.random.Generator, g: int) -> dict[str, np.ndarray]:
 
 
 @np.errstate(all="ignore")  # as in the mechanism (quiet_numerics): far rows overflow to ±inf
-def _compare(local: GroupedValues, remote: SparkMeanRows, a: dict[str, np.ndarray]) -> None:
+def _compare(local: GroupedValues, remote: SparkRows, a: dict[str, np.ndarray]) -> None:
     rows = gm._LocalRows(local)
     assert remote.present_counts().tolist() == rows.present_counts().tolist()
     assert remote.octave_counts(a["center"], a["upper"]).tolist() == \
@@ -89,7 +89,7 @@ def _compare(local: GroupedValues, remote: SparkMeanRows, a: dict[str, np.ndarra
     assert remote.range_sums(a["center"], a["shift"], a["r_lo"], a["r_hi"], e_s).tolist() == want.tolist()
 
 
-def test_spark_mean_rows_equal_local_rows_on_hostile_values(spark) -> None:
+def test_spark_rows_equal_local_rows_on_hostile_values(spark) -> None:
     """Octave counts, side histogram and exact range sums (the sum centred at ĉ + s, terms of
     ``(x − ĉ) − s``): Spark == numpy, before and after a restriction
     to released groups. Negative control: the local rows without one row (the engine dropping one
@@ -115,7 +115,7 @@ def test_spark_mean_rows_equal_local_rows_on_hostile_values(spark) -> None:
 class _Replay:
     """Spark's rows with the local subsample (same draws): every other read is Spark's."""
 
-    def __init__(self, remote: SparkMeanRows, local: GroupedValues, drop_shift: bool = False) -> None:
+    def __init__(self, remote: SparkRows, local: GroupedValues, drop_shift: bool = False) -> None:
         self.remote, self.local, self.n_groups, self.drop_shift = remote, gm._LocalRows(local), remote.n_groups, drop_shift
 
     def __getattr__(self, name):
@@ -194,8 +194,8 @@ def test_aggregate_unbounded_mean_on_spark_collects_a_subsample_not_the_column(s
     values of x reach the driver only as the locate subsample (fewer than half of the rows here:
     groups of 60,000 rows, ε = 16, the largest plan's m_locate about 15,000), never the column; the bounded sum equals the
     DuckDB release's (same seed: the sums come first); the mean is within its interval plus the
-    clipping bias of the true group mean on most groups. Control: with a quantile of x the column
-    is fetched whole."""
+    clipping bias of the true group mean on most groups. Control: the engine's fetch path
+    (``prepare`` without ``sums`` and ``kept_rows``) fetches the column whole."""
     print(f"seed {SEED}")
     rng = np.random.default_rng(SEED)
     n = 240_000
@@ -204,7 +204,7 @@ def test_aggregate_unbounded_mean_on_spark_collects_a_subsample_not_the_column(s
     pdf = pd.DataFrame({"g": g, "x": x})
     sdf = _sdf(spark, pdf)
     collected: list[int] = []
-    real = SparkMeanRows._collect
+    real = SparkRows._collect
 
     def spy(self, frame):
         table = real(self, frame)
@@ -212,7 +212,7 @@ def test_aggregate_unbounded_mean_on_spark_collects_a_subsample_not_the_column(s
             collected.append(table.num_rows)
         return table
 
-    monkeypatch.setattr(SparkMeanRows, "_collect", spy)
+    monkeypatch.setattr(SparkRows, "_collect", spy)
     from privagg.engines.spark_grouped import SparkGroupedTable
 
     fetched: list[list[str]] = []
@@ -235,6 +235,56 @@ def test_aggregate_unbounded_mean_on_spark_collects_a_subsample_not_the_column(s
     assert collected and sum(collected) < n / 2, collected
     assert not any("v0" in cols for cols in fetched), fetched
     fetched.clear()
-    privagg.aggregate(sdf, by="g", metrics=metrics + [privagg.quantile("x", 0.5)], epsilon=1, delta=1e-6,
-                      domain=[0, 1, 2, 3], rng=SEED)
+    real_p = SparkGroupedTable.prepare
+    monkeypatch.setattr(SparkGroupedTable, "prepare",
+                        lambda self, **kw: real_p(self, **{**kw, "sums": None, "kept_rows": None}))
+    privagg.aggregate(sdf, by="g", metrics=metrics, epsilon=1, delta=1e-6, domain=[0, 1, 2, 3], rng=SEED)
     assert any("v0" in cols for cols in fetched)
+
+
+def test_quantiles_on_spark_rows_equal_the_local_release(spark, monkeypatch) -> None:
+    """Quantiles read only per-cell counts on Spark (``SparkRows.bin_counts``; the noise and the
+    report-noisy-max stay on the driver), so a seeded release equals the DuckDB path's bit for
+    bit: bounded (grid sizes from the released ``count()``: several sizes in one query, groups of
+    10 … 20,000 rows) and unbounded (two stages), on hostile values, with a domain key absent from
+    the data; no value of the column is collected. Control: Spark's counts with the largest cell
+    of each chunk dropped (a lost bin) change the release."""
+    print(f"seed {SEED}")
+    rng = np.random.default_rng(SEED)
+    sizes = [20_000, 3000, 400, 60, 10]
+    g = np.repeat(np.arange(len(sizes)), sizes)
+    x = np.concatenate([rng.lognormal(3.0, 1.5, sizes[0]), rng.normal(-7.0, 1e-3, sizes[1]),
+                        rng.integers(0, 5, sizes[2]).astype(float), np.full(sizes[3], -0.0),
+                        np.array([1e300, -1e300, 5e-324, 0.0, 2.0**70, -2.0**70, 1e-20, 3.0, np.nan, np.inf])])
+    pdf = pd.DataFrame({"g": g, "x": x})
+    sdf = _sdf(spark, pdf)
+    from privagg.engines.spark_grouped import SparkGroupedTable
+
+    fetched: list[list[str]] = []
+    real_t = SparkGroupedTable._collect
+
+    def spy_t(self, frame):
+        fetched.append(list(frame.columns))
+        return real_t(self, frame)
+
+    monkeypatch.setattr(SparkGroupedTable, "_collect", spy_t)
+    metrics = [privagg.count(), privagg.quantile("x", 0.5, (-10.0, 100.0)), privagg.quantile("x", 0.9),
+               privagg.quantile("x", 0.25, (-1.0, 1.0))]
+    dom = [0, 1, 2, 3, 4, 5]
+    want = privagg.aggregate(pdf, by="g", metrics=metrics, epsilon=2, delta=1e-6, domain=dom, rng=SEED)
+    got = privagg.aggregate(sdf, by="g", metrics=metrics, epsilon=2, delta=1e-6, domain=dom, rng=SEED)
+    pd.testing.assert_frame_equal(got.groups, want.groups)
+    steps = want.extra["q0.5_x"]["step"]
+    assert len(set(steps.tolist())) > 1  # several grid sizes in the bounded quantile
+    assert not any("v0" in cols for cols in fetched), fetched
+    real_b = SparkRows.bin_counts
+
+    def lossy(self, groups, bins, width, chunks):
+        for counts in real_b(self, groups, bins, width, chunks):
+            counts = counts.copy()
+            counts[np.unravel_index(np.argmax(counts), counts.shape)] = 0
+            yield counts
+
+    monkeypatch.setattr(SparkRows, "bin_counts", lossy)
+    bad = privagg.aggregate(sdf, by="g", metrics=metrics, epsilon=2, delta=1e-6, domain=dom, rng=SEED)
+    assert not bad.groups.equals(want.groups)
