@@ -288,3 +288,30 @@ def test_quantiles_on_spark_rows_equal_the_local_release(spark, monkeypatch) -> 
     monkeypatch.setattr(SparkRows, "bin_counts", lossy)
     bad = privagg.aggregate(sdf, by="g", metrics=metrics, epsilon=2, delta=1e-6, domain=dom, rng=SEED)
     assert not bad.groups.equals(want.groups)
+
+
+def test_kept_rows_at_user_level_match_duckdb_when_nothing_is_dropped(spark) -> None:
+    """With units (bounding in Spark) and bounds that no unit exceeds, both engines keep the same
+    rows, so a quantile query released from Spark's kept rows equals the DuckDB release (seed
+    fixed), and the unbounded mean releases in every group. Control: with ``max_rows_per_group``
+    below some units' rows the two engines keep other subsets (Spark's hash is not DuckDB's) and
+    the quantile releases differ."""
+    print(f"seed {SEED}")
+    rng = np.random.default_rng(SEED)
+    n = 9000
+    pdf = pd.DataFrame({"g": rng.integers(0, 3, n), "u": rng.permutation(n) // 3,  # 3 rows per unit
+                        "x": rng.gamma(2.0, 10.0, n)})
+    pdf["g"] = (pdf["u"] % 3).astype(np.int64)  # each unit in one group
+    sdf = _sdf(spark, pdf)
+    metrics = [privagg.count(), privagg.quantile("x", 0.5, (0.0, 200.0)), privagg.quantile("x", 0.75)]
+    kw = dict(by="g", metrics=metrics, epsilon=4, delta=1e-6, domain=[0, 1, 2], units="u",
+              max_groups_per_unit=1, max_rows_per_group=3, rng=SEED)
+    want = privagg.aggregate(pdf, **kw)
+    got = privagg.aggregate(sdf, **kw)
+    pd.testing.assert_frame_equal(got.groups, want.groups)
+    mean = privagg.aggregate(sdf, **{**kw, "metrics": [privagg.count(), privagg.mean("x")], "epsilon": 8})
+    assert mean.groups["mean_x_ok"].all()
+    true = pdf.groupby("g").x.mean().to_numpy()
+    assert np.all(np.abs(mean.groups["mean_x"].to_numpy() - true) < 2.0), (mean.groups["mean_x"], true)
+    low = {**kw, "max_rows_per_group": 1}
+    assert not privagg.aggregate(sdf, **low).groups.equals(privagg.aggregate(pdf, **low).groups)
