@@ -315,3 +315,25 @@ def test_kept_rows_at_user_level_match_duckdb_when_nothing_is_dropped(spark) -> 
     assert np.all(np.abs(mean.groups["mean_x"].to_numpy() - true) < 2.0), (mean.groups["mean_x"], true)
     low = {**kw, "max_rows_per_group": 1}
     assert not privagg.aggregate(sdf, **low).groups.equals(privagg.aggregate(pdf, **low).groups)
+
+
+def test_retried_subsample_tasks_do_not_change_the_subsample(spark, tmp_path) -> None:
+    """Every subsample task fails on its first attempt and Spark retries it (``local[2,2]``): the
+    seeded subsample is the one a run without failures draws (each partition's stream is a function
+    of the seed and the partition, and the result is collected once); the markers show that the
+    failures happened. Control: another seed gives another subsample."""
+    print(f"seed {SEED}")
+    rng = np.random.default_rng(SEED)
+    sizes = np.array([8000, 5000, 3000])
+    g = np.repeat(np.arange(sizes.size), sizes)
+    pdf = pd.DataFrame({"g": g.astype(str), "x": rng.normal(0.0, 1.0, g.size)})
+    _, remote = _pair(spark, pdf)
+    rate = np.array([0.3, 0.6, 1.0])
+    clean = remote.subsample(rate, gm._Draws(np.random.default_rng(7)))
+    remote._fault = str(tmp_path)
+    retried = remote.subsample(rate, gm._Draws(np.random.default_rng(7)))
+    remote._fault = None
+    assert list(tmp_path.glob("failed-*"))
+    assert np.array_equal(retried[0], clean[0]) and np.array_equal(retried[1], clean[1])
+    other = remote.subsample(rate, gm._Draws(np.random.default_rng(8)))
+    assert not np.array_equal(other[0], clean[0])

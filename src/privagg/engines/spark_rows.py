@@ -113,6 +113,7 @@ class SparkRows:
     def __init__(self, frame: Any, sums: ColumnSums, caller: str, remap: np.ndarray | None = None) -> None:
         self.frame, self.sums, self.caller, self.remap = frame, sums, caller, remap
         self.n_groups = int(sums.n_groups)
+        self._fault: str | None = None  # tests: a folder; each subsample task then dies once
 
     def close(self) -> None:
         """Free the persisted rows (the caller's last read is done)."""
@@ -287,12 +288,18 @@ class SparkRows:
 
         entropy = draws.entropy("subsample")
         randomness = TaskRandomness(entropy, ())
-        q, remap = np.array(rate, dtype=np.float64), self.remap
+        q, remap, fault = np.array(rate, dtype=np.float64), self.remap, self._fault
 
         def partial(batches: Iterator[Any]) -> Iterator[Any]:
             from pyspark import TaskContext
 
-            gen = randomness.generator(TaskContext.get().partitionId())
+            context = TaskContext.get()
+            if fault is not None and context.attemptNumber() == 0:  # tests: a task that dies once
+                import os
+
+                open(os.path.join(fault, f"failed-{context.partitionId()}"), "w").close()
+                raise RuntimeError("privagg test: injected task failure")
+            gen = randomness.generator(context.partitionId())
             parts: Any = _group_rows(batches, remap)
             if not randomness.secure:  # seeded: the partition's rows in a canonical order first
                 from privagg.mechanisms.grouped_mean import _ordered_bits
