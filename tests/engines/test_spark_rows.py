@@ -64,6 +64,21 @@ def _pair(spark, pdf: pd.DataFrame) -> tuple[GroupedValues, SparkRows]:
     return local, remote
 
 
+def _fetched_columns(monkeypatch) -> list[list[str]]:
+    """The columns of every frame the engine's table collects to the driver (a spy)."""
+    from privagg.engines.spark_grouped import SparkGroupedTable
+
+    fetched: list[list[str]] = []
+    real = SparkGroupedTable._collect
+
+    def spy(self, frame):
+        fetched.append(list(frame.columns))
+        return real(self, frame)
+
+    monkeypatch.setattr(SparkGroupedTable, "_collect", spy)
+    return fetched
+
+
 def _public_arrays(rng: np.random.Generator, g: int) -> dict[str, np.ndarray]:
     exps = np.arange(g) * 17 - 40
     center = rng.normal(3.0, 1.0, g) * np.ldexp(1.0, exps)
@@ -213,16 +228,7 @@ def test_aggregate_unbounded_mean_on_spark_collects_a_subsample_not_the_column(s
         return table
 
     monkeypatch.setattr(SparkRows, "_collect", spy)
-    from privagg.engines.spark_grouped import SparkGroupedTable
-
-    fetched: list[list[str]] = []
-    real_t = SparkGroupedTable._collect
-
-    def spy_t(self, frame):
-        fetched.append(list(frame.columns))
-        return real_t(self, frame)
-
-    monkeypatch.setattr(SparkGroupedTable, "_collect", spy_t)
+    fetched = _fetched_columns(monkeypatch)
     metrics = [privagg.sum("x", (0.0, 200.0)), privagg.count(), privagg.mean("x")]
     r = privagg.aggregate(sdf, by="g", metrics=metrics, epsilon=16, delta=1e-6, domain=[0, 1, 2, 3], rng=SEED)
     d = privagg.aggregate(pdf, by="g", metrics=metrics, epsilon=16, delta=1e-6, domain=[0, 1, 2, 3], rng=SEED)
@@ -235,6 +241,8 @@ def test_aggregate_unbounded_mean_on_spark_collects_a_subsample_not_the_column(s
     assert collected and sum(collected) < n / 2, collected
     assert not any("v0" in cols for cols in fetched), fetched
     fetched.clear()
+    from privagg.engines.spark_grouped import SparkGroupedTable
+
     real_p = SparkGroupedTable.prepare
     monkeypatch.setattr(SparkGroupedTable, "prepare",
                         lambda self, **kw: real_p(self, **{**kw, "sums": None, "kept_rows": None}))
@@ -258,16 +266,7 @@ def test_quantiles_on_spark_rows_equal_the_local_release(spark, monkeypatch) -> 
                         np.array([1e300, -1e300, 5e-324, 0.0, 2.0**70, -2.0**70, 1e-20, 3.0, np.nan, np.inf])])
     pdf = pd.DataFrame({"g": g, "x": x})
     sdf = _sdf(spark, pdf)
-    from privagg.engines.spark_grouped import SparkGroupedTable
-
-    fetched: list[list[str]] = []
-    real_t = SparkGroupedTable._collect
-
-    def spy_t(self, frame):
-        fetched.append(list(frame.columns))
-        return real_t(self, frame)
-
-    monkeypatch.setattr(SparkGroupedTable, "_collect", spy_t)
+    fetched = _fetched_columns(monkeypatch)
     metrics = [privagg.count(), privagg.quantile("x", 0.5, (-10.0, 100.0)), privagg.quantile("x", 0.9),
                privagg.quantile("x", 0.25, (-1.0, 1.0))]
     dom = [0, 1, 2, 3, 4, 5]

@@ -500,6 +500,16 @@ class TaskRandomness:
         return np.random.default_rng(seq)
 
 
+def fail_once(fault: str | None, context: Any) -> None:
+    """Tests only (``fault``: a folder, else nothing happens): the task's first attempt leaves a
+    marker ``failed-<partition>`` in the folder and dies, so Spark retries it."""
+    if fault is not None and context.attemptNumber() == 0:
+        import os
+
+        open(os.path.join(fault, f"failed-{context.partitionId()}"), "w").close()
+        raise RuntimeError("privagg test: injected task failure")
+
+
 def task_randomness(rng: Any, where: str) -> tuple[TaskRandomness, np.random.Generator, bool]:
     """(what the tasks use, the driver's generator, secure) for an ``rng`` argument."""
     gen, secure = resolve_rng(rng, where)  # validates rng
@@ -531,11 +541,7 @@ def _noise_function(params: StableHistogramParams, randomness: TaskRandomness,
         from privagg.mechanisms.histogram import stable_noise_threshold
 
         context = TaskContext.get()
-        if fault is not None and context.attemptNumber() == 0:  # tests: a task that dies once
-            import os
-
-            open(os.path.join(fault, f"failed-{context.partitionId()}"), "w").close()
-            raise RuntimeError("privagg test: injected task failure")
+        fail_once(fault, context)
         gen = randomness.generator(context.partitionId())
         for batch in batches:
             counts = batch.column(1).to_numpy(zero_copy_only=False)

@@ -293,12 +293,10 @@ class SparkRows:
         def partial(batches: Iterator[Any]) -> Iterator[Any]:
             from pyspark import TaskContext
 
-            context = TaskContext.get()
-            if fault is not None and context.attemptNumber() == 0:  # tests: a task that dies once
-                import os
+            from privagg.engines.spark import fail_once
 
-                open(os.path.join(fault, f"failed-{context.partitionId()}"), "w").close()
-                raise RuntimeError("privagg test: injected task failure")
+            context = TaskContext.get()
+            fail_once(fault, context)
             gen = randomness.generator(context.partitionId())
             parts: Any = _group_rows(batches, remap)
             if not randomness.secure:  # seeded: the partition's rows in a canonical order first
