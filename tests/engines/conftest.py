@@ -16,3 +16,20 @@ def spark():
                                               "spark.sql.session.timeZone": "UTC"}, app_name="privagg-tests")
     yield session
     session.stop()
+
+
+@pytest.fixture
+def fetched_columns(monkeypatch) -> list[list[str]]:
+    """The columns of every frame the Spark aggregate engine collects to the driver
+    (``SparkGroupedTable._collect`` spied on for one test)."""
+    from privagg.engines.spark_grouped import SparkGroupedTable
+
+    fetched: list[list[str]] = []
+    real = SparkGroupedTable._collect
+
+    def spy(self, frame):
+        fetched.append(list(frame.columns))
+        return real(self, frame)
+
+    monkeypatch.setattr(SparkGroupedTable, "_collect", spy)
+    return fetched

@@ -64,18 +64,6 @@ def test_spark_column_sums_equal_numpy_on_hostile_values(spark) -> None:
     assert bad != cs.integer_sums(lo, hi).tolist()
 
 
-def _spy(monkeypatch) -> list[list[str]]:
-    seen: list[list[str]] = []
-    real = SparkGroupedTable._collect
-
-    def collect(self, frame):
-        seen.append(list(frame.columns))
-        return real(self, frame)
-
-    monkeypatch.setattr(SparkGroupedTable, "_collect", collect)
-    return seen
-
-
 def _frame(seed: int = 9, n: int = 4000) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     x = rng.lognormal(2.0, 1.0, n)
@@ -83,14 +71,14 @@ def _frame(seed: int = 9, n: int = 4000) -> pd.DataFrame:
     return pd.DataFrame({"g": rng.choice(list("abcdef"), n), "x": x, "y": rng.integers(-5, 60, n).astype(float)})
 
 
-def test_bounded_metrics_fetch_no_values_and_match_duckdb(spark, monkeypatch) -> None:
+def test_bounded_metrics_fetch_no_values_and_match_duckdb(spark, monkeypatch, fetched_columns) -> None:
     """count, sum and mean of x with the same bounds (one shared step), a sum and a mean of y with
     different bounds: no fetched table holds a value column (``v0``, ``v1``), and the release equals
     the DuckDB path's (seed 13). Control: the engine's fetch path (``prepare`` without ``sums`` and
     ``kept_rows``) fetches x's values (the spy sees ``v0``)."""
     pdf = _frame()
     sdf = _sdf(spark, pdf)
-    seen = _spy(monkeypatch)
+    seen = fetched_columns
     metrics = [privagg.count(), privagg.sum("x", (0.0, 50.0)), privagg.mean("x", (0.0, 50.0)),
                privagg.sum("y", (0.0, 10.0)), privagg.mean("y", (-5.0, 60.0))]
     for dom in (None, ["a", "b", "zz"]):

@@ -64,21 +64,6 @@ def _pair(spark, pdf: pd.DataFrame) -> tuple[GroupedValues, SparkRows]:
     return local, remote
 
 
-def _fetched_columns(monkeypatch) -> list[list[str]]:
-    """The columns of every frame the engine's table collects to the driver (a spy)."""
-    from privagg.engines.spark_grouped import SparkGroupedTable
-
-    fetched: list[list[str]] = []
-    real = SparkGroupedTable._collect
-
-    def spy(self, frame):
-        fetched.append(list(frame.columns))
-        return real(self, frame)
-
-    monkeypatch.setattr(SparkGroupedTable, "_collect", spy)
-    return fetched
-
-
 def _public_arrays(rng: np.random.Generator, g: int) -> dict[str, np.ndarray]:
     exps = np.arange(g) * 17 - 40
     center = rng.normal(3.0, 1.0, g) * np.ldexp(1.0, exps)
@@ -204,7 +189,8 @@ def test_spark_subsample_has_the_local_law(spark) -> None:
     assert not np.array_equal(runs[1][0], runs[0][0])
 
 
-def test_aggregate_unbounded_mean_on_spark_collects_a_subsample_not_the_column(spark, monkeypatch) -> None:
+def test_aggregate_unbounded_mean_on_spark_collects_a_subsample_not_the_column(spark, monkeypatch,
+                                                                              fetched_columns) -> None:
     """``aggregate`` with ``mean(x)`` (no bounds) and a bounded sum of x on a Spark DataFrame: the
     values of x reach the driver only as the locate subsample (fewer than half of the rows here:
     groups of 60,000 rows, ε = 16, the largest plan's m_locate about 15,000), never the column; the bounded sum equals the
@@ -228,7 +214,7 @@ def test_aggregate_unbounded_mean_on_spark_collects_a_subsample_not_the_column(s
         return table
 
     monkeypatch.setattr(SparkRows, "_collect", spy)
-    fetched = _fetched_columns(monkeypatch)
+    fetched = fetched_columns
     metrics = [privagg.sum("x", (0.0, 200.0)), privagg.count(), privagg.mean("x")]
     r = privagg.aggregate(sdf, by="g", metrics=metrics, epsilon=16, delta=1e-6, domain=[0, 1, 2, 3], rng=SEED)
     d = privagg.aggregate(pdf, by="g", metrics=metrics, epsilon=16, delta=1e-6, domain=[0, 1, 2, 3], rng=SEED)
@@ -250,7 +236,7 @@ def test_aggregate_unbounded_mean_on_spark_collects_a_subsample_not_the_column(s
     assert any("v0" in cols for cols in fetched)
 
 
-def test_quantiles_on_spark_rows_equal_the_local_release(spark, monkeypatch) -> None:
+def test_quantiles_on_spark_rows_equal_the_local_release(spark, monkeypatch, fetched_columns) -> None:
     """Quantiles read only per-cell counts on Spark (``SparkRows.bin_counts``; the noise and the
     report-noisy-max stay on the driver), so a seeded release equals the DuckDB path's bit for
     bit: bounded (grid sizes from the released ``count()``: several sizes in one query, groups of
@@ -266,7 +252,7 @@ def test_quantiles_on_spark_rows_equal_the_local_release(spark, monkeypatch) -> 
                         np.array([1e300, -1e300, 5e-324, 0.0, 2.0**70, -2.0**70, 1e-20, 3.0, np.nan, np.inf])])
     pdf = pd.DataFrame({"g": g, "x": x})
     sdf = _sdf(spark, pdf)
-    fetched = _fetched_columns(monkeypatch)
+    fetched = fetched_columns
     metrics = [privagg.count(), privagg.quantile("x", 0.5, (-10.0, 100.0)), privagg.quantile("x", 0.9),
                privagg.quantile("x", 0.25, (-1.0, 1.0))]
     dom = [0, 1, 2, 3, 4, 5]

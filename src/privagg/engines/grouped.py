@@ -373,7 +373,7 @@ class GroupedTable:
         kept_rows : dict, optional
             Columns that unbounded means or quantiles read (``aggregate._kept_rows``): fetched here like the
             other columns (an engine that keeps rows where they live serves them as
-            :class:`~privagg.mechanisms.grouped.MeanRows`: Spark).
+            :class:`~privagg.mechanisms.grouped.KeptRows`: Spark).
         """
         q = dd.quote_identifier
         src, label = self._src, self._src.label

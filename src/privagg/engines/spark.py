@@ -581,6 +581,16 @@ def noised(counts: DataFrame, params: StableHistogramParams, randomness: TaskRan
     return SparkDataFrame(jdf.mapInArrow(column._jc, False, None), present.sparkSession)
 
 
+def collect_or_fail(frame: Any, where: str, parameter: str = "data") -> Any:
+    """``frame.toArrow()`` (Spark's console output silenced); a Spark failure becomes our
+    ParameterError naming ``parameter`` with Spark's error class only (:func:`_spark_failure`)."""
+    with _Quiet():
+        try:
+            return frame.toArrow()
+        except _spark_errors() as exc:
+            raise _spark_failure(where, exc, parameter) from None
+
+
 def _collect(frame: DataFrame) -> pa.Table:
     """Evaluate ``frame`` once and bring its rows to the driver (the release's one materialisation)."""
     with _Quiet():

@@ -71,7 +71,6 @@ from typing import Any
 import numpy as np
 
 from .._validate import fail
-from ..errors import ParameterError
 from ..mechanisms.grouped import ColumnSums, GroupedValues
 from .grouped import SPLIT_BITS, Candidates, domain_columns, duplicate_domain_key, power_steps, split_sums
 from .spark_rows import SparkRows, packed_rows
@@ -85,20 +84,13 @@ from .spark import (
     _quoted,
     _Quiet,
     _secret_frame,
-    _spark_errors,
+    collect_or_fail,
     describe_column,
 )
 
 __all__ = ["SparkGroupedTable", "open_spark_table"]
 
 _NUMERIC = {"ByteType", "ShortType", "IntegerType", "LongType", "FloatType", "DoubleType", "DecimalType"}
-
-
-def _failure(caller: str, exc: BaseException) -> ParameterError:
-    """Our message for a Spark failure (its error class only), naming ``table``."""
-    from .spark import _spark_failure
-
-    return _spark_failure(caller, exc, "table")
 
 
 class SparkGroupedTable:
@@ -141,11 +133,7 @@ class SparkGroupedTable:
         return frame
 
     def _collect(self, frame: Any) -> Any:
-        with _Quiet():
-            try:
-                return frame.toArrow()
-            except _spark_errors() as exc:
-                raise _failure(self._caller, exc) from None
+        return collect_or_fail(frame, self._caller, "table")
 
     def _domain_frame(self, domain: list[list[Any]], keys: list[str]) -> tuple[Any, list[np.ndarray]]:
         """(i, k0, …): the domain cast exactly to the key types (driver, pyarrow; no Spark job)."""
@@ -241,15 +229,15 @@ class SparkGroupedTable:
                 finite = np.isfinite(x)
                 values[c] = GroupedValues(group=group[finite], values=x[finite], n_groups=n_groups)
         if agg and rows is not None:
+            from pyspark import StorageLevel
+
             values.update(self._column_sums(rows, agg, sums, n_groups))
             for c, v in agg:
-                if c in kept:  # the finite rows, persisted on the executors (filled by the sums' job)
+                if c in kept:  # the finite rows, packed and persisted on the executors
                     x = F.col(v)
                     finite = x.isNotNull() & ~F.isnan(x) & (F.abs(x) != F.lit(float("inf")))
-                    # persisted beyond this table's close: the mean reads it after the charge, and
-                    # SparkRows.close (aggregate, at the end) frees it
-                    from pyspark import StorageLevel
-
+                    # persisted beyond this table's close (not self._persist): the metrics read it
+                    # after the charge, and SparkRows.close (aggregate, at the end) frees it
                     frame = packed_rows(rows.select("i", x.alias("v")).where(finite))
                     frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
                     values[c] = SparkRows(frame, values[c], self._caller)

@@ -49,15 +49,9 @@ import numpy as np
 
 from .base import KMeansSource
 from .spark import TaskRandomness
-from .spark_points import SparkPoints, _map, _rows
+from .spark_points import SparkPoints, _long, _map, _rows
 
 __all__ = ["SparkKMeansPoints"]
-
-
-def _long(values: np.ndarray) -> Any:
-    import pyarrow as pa
-
-    return pa.array(np.asarray(values, dtype=np.int64), type=pa.int64())
 
 
 #: Spawn-key tags of the two noise stages: their task streams are children of the release's

@@ -75,6 +75,7 @@ from .spark import (
     _Quiet,
     _spark_errors,
     _spark_failure,
+    collect_or_fail,
     is_spark_dataframe,
     task_randomness,
 )
@@ -234,6 +235,13 @@ def _large_binary() -> Any:
     return pa.large_binary()
 
 
+def _long(values: np.ndarray) -> Any:
+    """An Arrow int64 array of ``values``."""
+    import pyarrow as pa
+
+    return pa.array(np.asarray(values, dtype=np.int64), type=pa.int64())
+
+
 def _map(frame: Any, function: Callable[..., Any], schema: Any, *, nondeterministic: bool = False) -> Any:
     """``frame.mapInArrow(function, schema)``, the function marked non-deterministic if asked (the
     optimizer then never duplicates or reorders it; as :func:`privagg.engines.spark.noised`)."""
@@ -283,11 +291,7 @@ class SparkPoints(PointSource):
         return [f"c{j}" for j in range(self.d)]
 
     def _collect(self, frame: Any) -> Any:
-        with _Quiet():
-            try:
-                return frame.toArrow()
-            except _spark_errors() as exc:
-                raise _spark_failure(self.where, exc) from None
+        return collect_or_fail(frame, self.where)
 
     def count(self) -> int:
         return self.n

@@ -1,12 +1,13 @@
 """The rows of a column kept in Spark: :class:`SparkRows`, the
-:class:`~privagg.mechanisms.grouped.MeanRows` of :func:`privagg.aggregate`'s ``mean(col)`` (no
+:class:`~privagg.mechanisms.grouped.KeptRows` of :func:`privagg.aggregate`'s ``mean(col)`` (no
 bounds) and ``quantile(col, q)`` on a Spark DataFrame.
 
-:func:`~privagg.mechanisms.grouped_mean.friendly_means` runs on the driver, unchanged; it reads the
+:func:`~privagg.mechanisms.grouped_mean.friendly_means` and
+:func:`~privagg.mechanisms.grouped_quantile.quantiles` run on the driver, unchanged; they read the
 rows only through the five methods below, each one Spark job over the persisted ``(i, v)`` rows
 (``i`` the candidate group id, ``v`` the finite values of the column, persisted on the executors
 before the ledger is charged). Each task applies the local per-row function of
-:mod:`privagg.mechanisms.grouped_mean` to its Arrow batches (``mapInArrow``) and returns sparse
+:mod:`privagg.mechanisms.grouped_mean` or ``grouped_quantile`` to its Arrow batches (``mapInArrow``) and returns sparse
 partial counts or exact partial sums; Spark adds them (``groupBy``; sums as DECIMAL(38, 0), never a
 wrapped long). So what reaches the driver is, per call:
 
@@ -15,7 +16,7 @@ wrapped long). So what reaches the driver is, per call:
 * ``range_sums``: ``G`` exact integers (the clipped sums before noise);
 * ``bin_counts`` (the quantile, :mod:`privagg.mechanisms.grouped_quantile`): the counts of each
   group's rows per candidate cell of its public grid (at most ``2^16 + 1`` cells per group),
-  one job per stage; the noise and the report-noisy-max then run on the driver, as locally;
+  one job per stage (with bounds, per distinct grid size: at most 7); the noise and the report-noisy-max then run on the driver, as locally;
 * ``subsample``: the locate subsample, **raw values on the driver**, as with the local engines —
   each row kept with the public probability ``min(1, m_locate/n̂_g)``, so about ``m_locate`` rows
   per large group (a public function of the plan), whatever the group's size; and every row of
@@ -25,8 +26,8 @@ wrapped long). So what reaches the driver is, per call:
 The same integers as numpy for the same inputs (the per-row functions are the local ones and
 integer addition does not depend on the split; tested). The subsample draws in the tasks, one
 uniform per row from the task's own stream (:class:`~privagg.engines.spark.TaskRandomness`: fresh
-OS entropy; seeded mode: the partition's child of a seed drawn from the release's generator, rows
-sorted within each partition first), marked non-deterministic and collected once: the local law,
+OS entropy; seeded mode: the partition's child of a seed drawn from the release's generator, the
+partition's rows put in a canonical order in the task first), marked non-deterministic and collected once: the local law,
 not the local subsample bit for bit. The executors see their rows and the public per-group arrays
 (rates, centers, scales, clipping ranges). These jobs run **after** the ledger is charged (the
 mechanism's steps depend on its own releases), as for :func:`privagg.private_mean` on Spark: a
@@ -41,8 +42,8 @@ from typing import Any
 import numpy as np
 
 from ..mechanisms.grouped import ColumnSums
-from .spark import TaskRandomness, _Quiet, _spark_errors
-from .spark_points import _arrays, _map, _pack, _records_per_batch, block_values
+from .spark import TaskRandomness, collect_or_fail
+from .spark_points import _arrays, _long, _map, _pack, _records_per_batch, block_values
 
 __all__ = ["SparkRows", "packed_rows"]
 
@@ -99,16 +100,10 @@ def _group_sums(terms: np.ndarray, g: np.ndarray, n_groups: int) -> np.ndarray:
     return high.astype(np.int64) * (1 << _LOW_BITS) + low.astype(np.int64)
 
 
-def _long(values: np.ndarray) -> Any:
-    import pyarrow as pa
-
-    return pa.array(np.asarray(values, dtype=np.int64), type=pa.int64())
-
-
 class SparkRows:
     """The persisted finite ``(i, v)`` rows of one column of the candidate groups, packed
-    (:func:`packed_rows`; module docstring). ``sums``: the column's present counts (and clamped sums for any bounded metric of
-    the same column), computed by the engine before the charge."""
+    (:func:`packed_rows`; module docstring). ``sums``: the column's present counts (and clamped
+    sums for any bounded metric of the same column), computed by the engine before the charge."""
 
     def __init__(self, frame: Any, sums: ColumnSums, caller: str, remap: np.ndarray | None = None) -> None:
         self.frame, self.sums, self.caller, self.remap = frame, sums, caller, remap
@@ -139,17 +134,12 @@ class SparkRows:
 
     # -- jobs ------------------------------------------------------------------------------
     def _collect(self, frame: Any) -> Any:
-        with _Quiet():
-            try:
-                return frame.toArrow()
-            except _spark_errors() as exc:
-                from .spark import _spark_failure
+        return collect_or_fail(frame, self.caller, "table")
 
-                raise _spark_failure(self.caller, exc, "table") from None
-
-    def _bin_counts(self, bins: Any, size: int) -> np.ndarray:
-        """The counts of the flat bins ``bins(g, v)`` returns for each batch, added over all rows
-        (int64 (size,))."""
+    def _sparse_counts(self, flat: Any, size: int) -> tuple[np.ndarray, np.ndarray]:
+        """The non-zero counts of the flat bins in ``[0, size)`` that ``flat(g, v)`` returns for
+        each batch (a bin below 0 drops the row), added over all rows: (bins ascending, counts).
+        One job: per task sparse counts (:func:`_counts`), added by Spark."""
         from pyspark.sql import functions as F
         from pyspark.sql.types import LongType, StructField, StructType
 
@@ -160,13 +150,23 @@ class SparkRows:
 
             for g, v in _group_rows(batches, remap):
                 with np.errstate(all="ignore"):
-                    j, c = _counts(bins(g, v), size)
-                yield pa.RecordBatch.from_arrays([_long(j), _long(c)], names=["j", "c"])
+                    f = flat(g, v)
+                f = f[f >= 0]
+                if f.size:
+                    j, c = _counts(f, size)
+                    yield pa.RecordBatch.from_arrays([_long(j), _long(c)], names=["j", "c"])
 
         schema = StructType([StructField("j", LongType(), False), StructField("c", LongType(), False)])
         table = self._collect(_map(self.frame, partial, schema).groupBy("j").agg(F.sum("c").alias("c")))
+        bins = table.column("j").to_numpy().astype(np.int64)
+        order = np.argsort(bins, kind="stable")
+        return bins[order], table.column("c").to_numpy().astype(np.int64)[order]
+
+    def _bin_counts(self, flat: Any, size: int) -> np.ndarray:
+        """:meth:`_sparse_counts` as a dense int64 (size,) array."""
         out = np.zeros(size, dtype=np.int64)
-        out[table.column("j").to_numpy().astype(np.int64)] = table.column("c").to_numpy().astype(np.int64)
+        bins, counts = self._sparse_counts(flat, size)
+        out[bins] = counts
         return out
 
     def octave_counts(self, center: np.ndarray, upper: np.ndarray) -> np.ndarray:
@@ -235,52 +235,28 @@ class SparkRows:
         (``j`` the row's position in ``groups``), added by Spark —, then each chunk's dense
         ``(c1 − c0, width)`` counts on the driver. At most ``min(rows, len(groups)·width)`` counts
         reach the driver (the candidate grids are public, at most 2^16 + 1 per group)."""
-        from pyspark.sql import functions as F
-        from pyspark.sql.types import LongType, StructField, StructType
-
         n_stage = self.n_groups if groups is None else int(np.asarray(groups).size)
         pos = None
         if groups is not None:
             pos = np.full(self.n_groups, -1, dtype=np.int64)
             pos[np.asarray(groups, dtype=np.int64)] = np.arange(n_stage)
-        remap, w, size = self.remap, int(width), n_stage * int(width)
+        w = int(width)
 
-        def partial(batches: Iterator[Any]) -> Iterator[Any]:
-            import pyarrow as pa
+        def flat_bins(g: np.ndarray, v: np.ndarray) -> np.ndarray:
+            if pos is None:
+                return g * w + bins(v, g)
+            j = np.take(pos, g)
+            keep = j >= 0
+            out = np.full(g.size, -1, dtype=np.int64)
+            out[keep] = j[keep] * w + bins(v[keep], j[keep])
+            return out
 
-            from privagg.engines.spark_rows import _counts
-
-            for g, v in _group_rows(batches, remap):
-                j = g if pos is None else np.take(pos, g)
-                if pos is not None:
-                    keep = j >= 0
-                    j, v = j[keep], v[keep]
-                if j.size:
-                    with np.errstate(all="ignore"):
-                        f, c = _counts(j * w + bins(v, j), size)
-                    yield pa.RecordBatch.from_arrays([_long(f), _long(c)], names=["j", "c"])
-
-        schema = StructType([StructField("j", LongType(), False), StructField("c", LongType(), False)])
-        table = self._collect(_map(self.frame, partial, schema).groupBy("j").agg(F.sum("c").alias("c")))
-        flat = table.column("j").to_numpy().astype(np.int64)
-        counts = table.column("c").to_numpy().astype(np.int64)
-        order = np.argsort(flat, kind="stable")
-        flat, counts = flat[order], counts[order]
+        flat, counts = self._sparse_counts(flat_bins, n_stage * w)
         for c0, c1 in chunks:
             a, b = np.searchsorted(flat, [c0 * w, c1 * w])
             dense = np.zeros((c1 - c0) * w, dtype=np.int64)
             dense[flat[a:b] - c0 * w] = counts[a:b]
             yield dense.reshape(c1 - c0, w)
-
-    def _fetch(self, partial: Any, frame: Any, nondeterministic: bool) -> tuple[np.ndarray, np.ndarray]:
-        from pyspark.sql.types import DoubleType, LongType, StructField, StructType
-
-        schema = StructType([StructField("g", LongType(), False), StructField("v", DoubleType(), False)])
-        table = self._collect(_map(frame, partial, schema, nondeterministic=nondeterministic))  # once
-        g = table.column("g").to_numpy().astype(np.int64)
-        v = table.column("v").to_numpy().astype(np.float64)
-        order = np.argsort(g, kind="stable")
-        return v[order], g[order]
 
     def subsample(self, rate: np.ndarray, draws: Any) -> tuple[np.ndarray, np.ndarray]:
         """One uniform per row from the task's stream; the kept ``(v, g)`` collected once."""
@@ -311,5 +287,12 @@ class SparkRows:
                 kept = gen.random(g.size) < np.take(q, g)
                 yield pa.RecordBatch.from_arrays([_long(g[kept]), pa.array(v[kept])], names=["g", "v"])
 
-        return self._fetch(partial, self.frame, True)
+        from pyspark.sql.types import DoubleType, LongType, StructField, StructType
+
+        schema = StructType([StructField("g", LongType(), False), StructField("v", DoubleType(), False)])
+        table = self._collect(_map(self.frame, partial, schema, nondeterministic=True))  # once
+        g = table.column("g").to_numpy().astype(np.int64)
+        v = table.column("v").to_numpy().astype(np.float64)
+        order = np.argsort(g, kind="stable")
+        return v[order], g[order]
 

@@ -954,7 +954,7 @@ def _sums_only(mets: tuple[_Metric, ...]) -> dict[str, list[tuple[float, float]]
 def _kept_rows(mets: tuple[_Metric, ...]) -> dict[str, list[tuple[float, float]]]:
     """{column: [bounds, …]} for the columns that unbounded means or quantiles read, with the bounds
     of the column's bounded sums and means: an engine that keeps rows where they live (Spark)
-    serves these through :class:`~privagg.mechanisms.grouped.MeanRows` (the unbounded mean's
+    serves these through :class:`~privagg.mechanisms.grouped.KeptRows` (the unbounded mean's
     per-row passes, the quantile's bin counts) plus present counts and clamped integer sums,
     without fetching the column; the local engines fetch it."""
     raw = sorted({m.column for m in mets

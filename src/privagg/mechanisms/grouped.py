@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["ColumnSums", "Contribution", "GroupedValues", "MeanRows", "MetricResult"]
+__all__ = ["ColumnSums", "Contribution", "GroupedValues", "KeptRows", "MetricResult"]
 
 
 @dataclass(frozen=True)
@@ -125,14 +125,17 @@ class ColumnSums:
                           n_groups=int(np.count_nonzero(keep)))
 
 
-class MeanRows(Protocol):
+class KeptRows(Protocol):
     """What :func:`~privagg.mechanisms.grouped_mean.friendly_means` (the unbounded mean) and
-    :func:`~privagg.mechanisms.grouped_quantile.quantiles` read of a column's rows, for an engine that keeps them where they live (Spark: only these results reach
-    the driver). :class:`GroupedValues` is read through the same methods in numpy
-    (``grouped_mean._LocalRows``). Every method but :meth:`subsample` returns sums over the rows
-    of a per-row function of the row and of public per-group arrays (the functions of
-    :mod:`~privagg.mechanisms.grouped_mean`: ``octave_bins``, ``side_bins``, ``range_terms``), so an
-    engine computes them on any split of the rows and adds the parts: the same integers.
+    :func:`~privagg.mechanisms.grouped_quantile.quantiles` read of a column's rows, for an engine
+    that keeps them where they live (Spark: only these results reach the driver).
+    :class:`GroupedValues` is read through the same computations in numpy
+    (``grouped_mean._LocalRows``, ``grouped_quantile.local_bin_counts``). Every method but
+    :meth:`subsample` returns sums over the rows of a per-row function of the row and of public
+    per-group arrays (``octave_bins``, ``side_bins``, ``range_terms`` of
+    :mod:`~privagg.mechanisms.grouped_mean`; ``dyadic_bins``, ``shared_bins`` of
+    :mod:`~privagg.mechanisms.grouped_quantile`), so an engine computes them on any split of the
+    rows and adds the parts: the same integers.
 
     Attributes
     ----------
@@ -147,8 +150,9 @@ class MeanRows(Protocol):
 
     def subsample(self, rate: np.ndarray, draws: Any) -> tuple[np.ndarray, np.ndarray]:
         """Each row kept independently with probability ``rate[g]`` (public; ``rate = 1`` keeps
-        every row of the group); returns the kept ``(values, group)`` sorted by group. ``draws``: ``uniform(name, groups)`` (numpy) or
-        ``entropy(name)`` (the seed of the engine's task streams; None: fresh OS entropy)."""
+        every row of the group); returns the kept ``(values, group)`` sorted by group. ``draws``:
+        ``uniform(name, groups)`` (numpy) or ``entropy(name)`` (the seed of the engine's task
+        streams; None: fresh OS entropy)."""
 
     def octave_counts(self, center: np.ndarray, upper: np.ndarray) -> np.ndarray:
         """int64 (G, FLOOR_OCTAVES + 1): the spread floor's octave counts of ``x − center[g]``

@@ -349,7 +349,7 @@ def _centered_plan(where: str, lo: float, hi: float, target: Fraction, c: Contri
 def _check_values(where: str, gv: Any) -> GroupedValues | ColumnSums:
     """The engine's contract (not data): int group ids sorted in ``[0, G)``, one per value; or
     the engine's per-group aggregates (:class:`ColumnSums`: G present counts), also as the
-    ``sums`` of rows an engine keeps (:class:`~privagg.mechanisms.grouped.MeanRows` on Spark)."""
+    ``sums`` of rows an engine keeps (:class:`~privagg.mechanisms.grouped.KeptRows` on Spark)."""
     if isinstance(getattr(gv, "sums", None), ColumnSums):
         gv = gv.sums
     if isinstance(gv, ColumnSums):

@@ -384,7 +384,7 @@ class _Draws:
 
     def entropy(self, name: str) -> int | None:
         """The seed of the task streams of an engine that draws where the rows live
-        (:meth:`~privagg.mechanisms.grouped.MeanRows.subsample` on Spark): ``None`` with the
+        (:meth:`~privagg.mechanisms.grouped.KeptRows.subsample` on Spark): ``None`` with the
         CSPRNG (each task then draws from fresh OS entropy), else a 63-bit integer drawn from
         the seeded generator (tests, simulation)."""
         from ..noise.rng import SecureGenerator
@@ -982,15 +982,16 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
 
 
 @quiet_numerics
-def friendly_means(gv: GroupedValues, *, epsilon: Any, delta: Any,
+def friendly_means(gv: Any, *, epsilon: Any, delta: Any,
                    contribution: Contribution = Contribution(), rng: np.random.Generator,
                    n_hat: Any = None, n_scale: Any = None) -> MetricResult:
     """The mean of every group, with no bounds: 1-D FriendlyCore locate + clipped sum per group.
 
     Parameters
     ----------
-    gv : GroupedValues
-        The bounded rows of the column (finite floats), sorted by group id.
+    gv : GroupedValues or KeptRows
+        The bounded rows of the column (finite floats), sorted by group id, or an engine's kept
+        rows (Spark: :class:`~privagg.mechanisms.grouped.KeptRows`).
     epsilon, delta : Fraction (or float)
         This metric's budget; ``delta > 0`` (the core-size bound fails with probability δ).
     contribution : Contribution
@@ -1046,7 +1047,7 @@ def friendly_means(gv: GroupedValues, *, epsilon: Any, delta: Any,
 
 
 class _LocalRows:
-    """The :class:`~privagg.mechanisms.grouped.MeanRows` of rows held in numpy
+    """The :class:`~privagg.mechanisms.grouped.KeptRows` of rows held in numpy
     (:class:`~privagg.mechanisms.grouped.GroupedValues`): the per-row functions of this module
     over all rows at once, with one reused buffer of ``x − ĉ[g]`` for the spread floor, the side
     histogram and the range sums (the sums consume it)."""
@@ -1100,7 +1101,7 @@ def _friendly_means(gv: Any, fp: FriendlyMeansPlan, draws: _Draws,
     plan = fp.group  # the count share is the same in every plan
     plans = fp.plans
     n_groups = int(gv.n_groups)
-    rows = _LocalRows(gv) if isinstance(gv, GroupedValues) else gv  # else a MeanRows (Spark)
+    rows = _LocalRows(gv) if isinstance(gv, GroupedValues) else gv  # else a KeptRows (Spark)
     sizes = rows.present_counts()
     nan = np.full(n_groups, np.nan)
 

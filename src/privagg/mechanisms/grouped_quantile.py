@@ -275,7 +275,7 @@ def _counts_dyadic(x: np.ndarray, gid: np.ndarray, g0: int, g1: int, e: np.ndarr
 
 def local_bin_counts(gv: GroupedValues, groups: np.ndarray | None, bins: Callable[..., np.ndarray],
                      width: int, chunks: list[tuple[int, int]]) -> Iterator[np.ndarray]:
-    """:meth:`~privagg.mechanisms.grouped.MeanRows.bin_counts` of rows held in numpy: per chunk
+    """:meth:`~privagg.mechanisms.grouped.KeptRows.bin_counts` of rows held in numpy: per chunk
     one ``bincount`` of the flat ``(j − c0)·width + bins(x, j)`` over the chunk's rows (a slice:
     the rows are sorted by group; ``groups`` given, the rows of those groups renumbered
     ``0 … len(groups) − 1`` first)."""
@@ -356,7 +356,7 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
 
     Parameters
     ----------
-    gv : GroupedValues or MeanRows
+    gv : GroupedValues or KeptRows
         The bounded rows of the released groups (sorted by group), or an engine's kept rows
         (Spark): read only through per-row bin counts (:func:`local_bin_counts`).
     q : float
