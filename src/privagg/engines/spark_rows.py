@@ -16,7 +16,8 @@ wrapped long). So what reaches the driver is, per call:
 * ``range_sums``: ``G`` exact integers (the clipped sums before noise);
 * ``bin_counts`` (the quantile, :mod:`privagg.mechanisms.grouped_quantile`): the counts of each
   group's rows per candidate cell of its public grid (at most ``2^16 + 1`` cells per group),
-  one job per stage (with bounds, per distinct grid size: at most 7); the noise and the report-noisy-max then run on the driver, as locally;
+  one job per stage (with bounds, per distinct grid size: at most 7); the noise and the
+  report-noisy-max then run on the driver, as locally;
 * ``subsample``: the locate subsample, **raw values on the driver**, as with the local engines —
   each row kept with the public probability ``min(1, m_locate/n̂_g)``, so about ``m_locate`` rows
   per large group (a public function of the plan), whatever the group's size; and every row of
