@@ -180,6 +180,16 @@ SIDE_KS = tuple(2.0 ** (i / 2) for i in range(-6, 9))
 SIDE_COST = 1.4
 #: ⊥ where the combined count ``ñ`` is below ``SMALL_MIN_ROWS/ε_g`` (public).
 SMALL_MIN_ROWS = 1
+#: A small group with ``ñ_g·ε_sum >= TWO_PASS_ROWS`` (public) spends its clipped sum's ε in two
+#: passes (§8.2): a first mean around the pooled center at ``TWO_PASS_FIRST·ε_sum``, a pooled
+#: clipping range of the rows' deviations from their group's first mean at ``TWO_PASS_CLIP·ε_sum``
+#: (only if those groups pool ``Σ ñ_g·TWO_PASS_CLIP·ε_sum >= SMALL_STEP_ROWS/2`` rows, as the
+#: one-pass range needs), and the final clipped sum around the group's own center at the rest;
+#: the other small groups spend all of ``ε_sum`` on one sum around the pooled center. Measured:
+#: docs/utility/aggregate.md (2026-12-06, third stop).
+TWO_PASS_ROWS = 200
+TWO_PASS_FIRST = Fraction(1, 10)
+TWO_PASS_CLIP = Fraction(1, 20)
 
 
 @dataclass(frozen=True)
@@ -954,31 +964,85 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
     with np.errstate(over="ignore", invalid="ignore"):
         m = float(_finite(np.array(c1 + (r_hi - r_lo) / 2))[()])
         rad = float(min(_grid_up(np.array((r_hi + r_lo) / 2))[()], 2.0**1000))
-    # 5. each small group's clipped sum around m (discrete Laplace on its grid, ε_sum)
+    # 5. each small group's clipped sum around m (discrete Laplace on its grid, ε_sum); the
+    #    groups with ñ >= TWO_PASS_ROWS spend ε_sum in two passes (§8.2)
     ok = small & (n_t * _SAFETY >= fp.small_floor)  # ñ >= floor, up to ñ's float rounding
+    two = two_pass_groups(n_t, ok, bud.eps_sum)
+    seg = _segments(gg, n_groups)
+    e_sums = (bud.eps_sum, bud.eps_sum * TWO_PASS_FIRST)
+    which = two.astype(np.int64)
     rr = np.full(n_groups, rad)
-    dev = xg - m
-    total, sens, e_s, e_g = _noisy_range_sums(dev, gg, _segments(gg, n_groups), rr, rr, ok,
-                                              (bud.eps_sum,), np.zeros(n_groups, np.int64),
-                                              draws)
     n_pos = np.maximum(n_t, 1.0)
+    total, sens, e_s, e_g = _noisy_range_sums(xg - m, gg, seg, rr, rr, ok, e_sums, which, draws)
+    center = np.full(n_groups, m)
     mean = _finite(m + total / n_pos)
+    if two.any():
+        center, rr, e_sums, t2, s2, es2, eg2 = _second_pass(xg, gg, seg, mean, center, rr, s,
+                                                           two, bud.eps_sum, draws)
+        mean = np.where(two, _finite(center + t2 / n_pos), mean)
+        sens, e_s, e_g = np.where(two, s2, sens), np.where(two, es2, e_s), np.where(two, eg2, e_g)
     g_s_grid = np.ldexp(1.0, e_g)
     t_q = np.zeros(n_groups)
-    for sv in np.unique(sens):  # few distinct values (one per ok status)
-        t_q[sens == sv] = _dlap_two_sided(float(Fraction(int(sv)) / bud.eps_sum), 0.9 * BETA)
+    key = sens * 2 + which
+    for kk in np.unique(key):  # few distinct (sensitivity, ε index) pairs, not one per group
+        sv, k = divmod(int(kk), 2)
+        t_q[key == kk] = _dlap_two_sided(float(Fraction(sv) / e_sums[k]), 0.9 * BETA)
     if n_scale is None:
         w1, w2 = float(e_n) ** 2, float(e_2) ** 2
         k_c = (w1 * _dlap_two_sided(float(1 / e_n), 0.05 * BETA)
                + w2 * _dlap_two_sided(float(1 / e_2), 0.05 * BETA)) / (w1 + w2)
     else:
         k_c = _dlap_two_sided(float(n_scale), 0.1 * BETA)
-    half = noise_half_width(mean, m, rad, n_pos, t_q * g_s_grid, k_c,
-                            np.ldexp(0.5, e_s) + 8.0 * _U * rad, g_s_grid)
+    half = noise_half_width(mean, center, rr, n_pos, t_q * g_s_grid, k_c,
+                            np.ldexp(0.5, e_s) + 8.0 * _U * rr, g_s_grid)
     return {"ok": ok, "value": mean, "low": _finite(mean - half), "high": _finite(mean + half),
-            "center": m, "radius": rad, "n_tilde": n_t, "budget": bud,
-            "clip_low": float(_finite(np.array(m - rad))[()]),
-            "clip_high": float(_finite(np.array(m + rad))[()])}
+            "center": center, "radius": rr, "n_tilde": n_t, "budget": bud, "two_pass": two,
+            "clip_low": _finite(center - rr), "clip_high": _finite(center + rr)}
+
+
+def two_pass_groups(n_tilde: np.ndarray, ok: np.ndarray, eps_sum: Fraction) -> np.ndarray:
+    """The small groups of §8.2 (public: released counts and shares): ``ñ_g·ε_sum >=
+    TWO_PASS_ROWS``, none unless they pool ``Σ ñ_g·TWO_PASS_CLIP·ε_sum >= SMALL_STEP_ROWS/2``."""
+    two = ok & (n_tilde * float(eps_sum) >= TWO_PASS_ROWS)
+    if float(n_tilde[two].sum()) * float(eps_sum * TWO_PASS_CLIP) < SMALL_STEP_ROWS / 2:
+        two[:] = False
+    return two
+
+
+def _second_pass(xg: np.ndarray, gg: np.ndarray, seg: np.ndarray, first: np.ndarray,
+                 center: np.ndarray, rr: np.ndarray, s: float, two: np.ndarray,
+                 eps_sum: Fraction, draws: _Draws) -> tuple:
+    """§8.2 for the groups ``two`` (public), whose first pass released ``first`` at
+    ``TWO_PASS_FIRST·ε_sum``: a clipping range per side of the deviations ``x − first[g]``
+    pooled over those groups (the side utilities around 0, ``TWO_PASS_CLIP·ε_sum``), then each
+    group's clipped sum around ``first[g] + (R_hi − R_lo)/2`` at the rest. Returns the new
+    (center, radius, ε tuple, sums, sensitivities, exponents) per group (the other groups'
+    entries of center and radius unchanged: their ε index stays 0)."""
+    from .mean_small import base_measure
+
+    e_clip = eps_sum * TWO_PASS_CLIP
+    e_two = eps_sum * (1 - TWO_PASS_FIRST - TWO_PASS_CLIP)
+    g_two = int(np.count_nonzero(two))
+    rows = two[gg]
+    ds = np.sort(xg[rows] - first[gg[rows]])  # deviations from a public per-group value
+    ks = np.asarray(SIDE_KS, dtype=np.float64)
+    cand = _grid_up(ks * s)
+    cost = -float(e_clip) * SIDE_COST * g_two * ks / float(e_two)
+    pick = draws.em("small_clip_2", side_utilities(ds, 0.0, cand), base_measure(cost),
+                    2 * e_clip)
+    r_hi, r_lo = float(cand[int(pick[0])]), float(cand[int(pick[1])])
+    with np.errstate(over="ignore", invalid="ignore"):
+        c2 = _finite(first + (r_hi - r_lo) / 2)
+        rad2 = float(min(_grid_up(np.array((r_hi + r_lo) / 2))[()], 2.0**1000))
+    c2 = np.where(two, c2, center)
+    rr2 = np.where(two, rad2, rr)
+    which = two.astype(np.int64)
+    e_sums = (eps_sum, e_two)
+    # the first pass drew every group's noise at index 0 or 1; the second pass releases only
+    # the groups ``two`` (the others get sensitivity 1 and their draw is discarded)
+    total, sens, e_s, e_g = _noisy_range_sums(xg - c2[gg], gg, seg, rr2, rr2, two, e_sums,
+                                              which, draws)
+    return c2, rr2, e_sums, total, sens, e_s, e_g
 
 
 @quiet_numerics
@@ -1295,6 +1359,7 @@ def _friendly_means(gv: Any, fp: FriendlyMeansPlan, draws: _Draws,
     low, high = _finite(mean - half), _finite(mean + half)
     c_low, c_high = _finite(center - r_lo), _finite(center + r_hi)
     fc = ok.copy()
+    two_pass = np.zeros(n_groups, dtype=bool)
     # the small-group plan (§8) for the groups whose n̂ is below plan 0's radius selection
     # (drawn after every FriendlyCore draw: the other groups' releases are unchanged)
     if small.any():
@@ -1308,6 +1373,7 @@ def _friendly_means(gv: Any, fp: FriendlyMeansPlan, draws: _Draws,
         c_low = np.where(small, sm["clip_low"], c_low)
         c_high = np.where(small, sm["clip_high"], c_high)
         ok = np.where(small, s_ok, ok)
+        two_pass = small & sm["two_pass"]
         reason[small] = None
         reason[small & ~s_ok] = (
             f"group too small for the unbounded mean at this ε: combined noisy count below "
@@ -1328,5 +1394,6 @@ def _friendly_means(gv: Any, fp: FriendlyMeansPlan, draws: _Draws,
                "clip_high": np.where(ok, c_high, nan),
                "m_hat": np.where(live & ~small, m_hat.astype(np.float64), nan),
                "small_plan": small & ok,
+               "two_pass": two_pass & ok,
                "core_fallback": fallback & ~small & ok},
     )
