@@ -88,7 +88,7 @@ def test_annulus_utility_is_monotone_sensitivity_one():
 
 def test_zero_cell_base_measure_and_budget_known_answers():
     """The cell around 0 weighs PRIOR_ZERO = 32 cells of octave 0 (was 1); the zero branch's
-    first spread gets ρ_j·(1/5 + 1/5 + 1/5) and the branch (cell, first spread, clip) spends
+    first spread gets ρ_j·(3/20 + 3/20 + 3/20) (the cell 2/5) and the branch (cell, first spread, clip) spends
     exactly the column's ρ_j, as the other branch (cell, s1, levels, s2, clip) does."""
     lo, hi, oct_ = S.octave_cells(S.CELL_E_MIN)
     lp = S.cell_log_prior(oct_, S.CELL_E_MIN)
@@ -99,7 +99,8 @@ def test_zero_cell_base_measure_and_budget_known_answers():
     for d, low in ((1, False), (3, False), (10, True)):
         b = S.coordinate_budget(1.0, 1e-6, d, low)
         rho_j = b.rho / d
-        assert b.e_s1_zero == S.em_epsilon(rho_j * Fraction(3, 5))
+        assert b.e_s1_zero == S.em_epsilon(rho_j * Fraction(9, 20))
+        assert b.e_cell == S.em_epsilon(rho_j * Fraction(2, 5))
         zero_path = b.e_cell**2 / 8 + b.e_s1_zero**2 / 8 + b.e_clip**2 / 8
         assert zero_path <= rho_j and float(zero_path) > 0.9999 * float(rho_j)
 

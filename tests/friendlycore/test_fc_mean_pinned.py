@@ -23,7 +23,10 @@ cases now run Laplace noise; clip rules unchanged, means within 0.035 of their o
 then every case with a distance quantile (all but the two coordinate releases) at the noisy
 tails that combine the histogram's top-down sums with ``n̂`` minus its bottom-up sums
 (docs/proofs/mean.md §6, post-processing: ``outside`` changed in each, clip rules unchanged,
-five means bit for bit, four within 0.045 of their old values at magnitudes 1 … 10⁶).
+five means bit for bit, four within 0.045 of their old values at magnitudes 1 … 10⁶); and the
+two coordinate releases again at the octave cell's 2/5 of ρ/d and the bound
+``min(s2, s1 + |c1 − c|)`` on the spread (docs/proofs/mean.md §11, 2026-12-06: mean[0] 6.98746 →
+6.98415 and 100.02340 → 100.01784).
 """
 
 from __future__ import annotations
@@ -54,9 +57,9 @@ PINNED = {
         "-0x1.ae86f8844f7c3p+10"
     ),
     "coordinate_d2": (
-        "889f9fbb3652ecd6cef4f6bf7dcfa3d7",  # re-pinned: the coordinate plan's clip-multiple step
+        "ecc9fefdf1dc6f167e11e9411f459f00",  # re-pinned: the cell's 2/5 and the spread bound
         "coordinate",
-        "0x1.bf329c244fe2fp+2"
+        "0x1.befc561c87e93p+2"
     ),
     "handover_d2_far": (
         "43d1b72020bc988e38241d49ab1d04f6",
@@ -89,9 +92,9 @@ PINNED = {
         "0x1.415b871bd6546p+1"
     ),
     "units_d2": (
-        "27690111ea7a466dfc3c8c5b4607761f",  # re-pinned: the coordinate plan's clip-multiple step
+        "882ad0ef2b94f689142cb6e02f0152f8",  # re-pinned: the cell's 2/5 and the spread bound
         "coordinate",
-        "0x1.9017f5f417d06p+6"
+        "0x1.901244d653595p+6"
     ),
     "fc_d10_scales": (
         "d4c987b90eccb5122845bfe5400b6a3d",
