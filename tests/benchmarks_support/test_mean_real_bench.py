@@ -110,3 +110,13 @@ def test_targets_say_when_a_miss_is_within_the_noise() -> None:
     by = {m.split(" ")[0]: m for m in misses}
     assert "far" in by and "within the runs' noise" not in by["far"], misses
     assert "noisy" in by and "within the runs' noise" in by["noisy"], misses
+
+
+def test_wild_count_known_answers() -> None:
+    """A run is wild when some coordinate is more than 10 standard deviations (10·√n SE) off;
+    ⊥ runs (infinite errors) are counted as ⊥, not as wild."""
+    cell = U.RealCell("t", 100, 2, 1.0)
+    cell.errors["privagg"] = [np.array([1.0, 99.0]), np.array([101.0, 0.0]), np.array([np.inf, np.inf]),
+                              np.array([100.0, 100.0])]
+    assert cell.wild("privagg") == 1  # only 101 > 10·√100 = 100
+    assert cell.wild("oracle") == 0

@@ -132,9 +132,11 @@ def test_tiny_tables_are_bottom_not_far(monkeypatch):
     data happens only when n̂·ε >= 200 (COORD_MIN_COUNT), probability 0.5·e^(−195/40) < 0.004 per
     seed: at most 5 of 200 (false-failure rate below 1e-3). Control: without the count floor
     (COORD_MIN_COUNT = 0) many releases were far (measured 26 of 200 at d = 1 with the selections'
-    ρ in fifths, 17 since the cell's 2/5 and the spread bound of 2026-12-06; asserted >= 12)."""
-    def far(floor: int, d: int) -> int:
+    ρ in fifths, 17 since the cell's 2/5 and the spread bound of 2026-12-06; asserted >= 12), with
+    the per-dimension floor at its former 20·d (at today's 40·d it alone leaves 7 of 200)."""
+    def far(floor: int, d: int, per_dim: int = S.COORD_MIN) -> int:
         monkeypatch.setattr(S, "COORD_MIN_COUNT", floor)
+        monkeypatch.setattr(S, "COORD_MIN", per_dim)
         x = np.random.default_rng(SEED).normal(size=(5, d))
         rels = [private_mean(x, epsilon=1.0, delta=1e-6, rng=s) for s in range(200)]
         return sum(r.ok and bool(np.abs(r.mean).max() > 10) for r in rels)
@@ -143,6 +145,6 @@ def test_tiny_tables_are_bottom_not_far(monkeypatch):
         got = far(S.COORD_MIN_COUNT, d)  # the shipped floor (a mutant at 0 must fail here)
         print(f"seed={SEED} d={d}: far releases {got}/200")
         assert got <= 5, (d, got)
-    control = far(0, 1)
+    control = far(0, 1, per_dim=20)
     print(f"control (no count floor): far releases {control}/200")
     assert control >= 12, control

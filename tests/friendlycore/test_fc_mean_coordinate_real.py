@@ -40,7 +40,8 @@ def _garbage(d: int = 5, n: int = 300) -> int:
 
 def test_real_columns_small_n_no_wild_releases():
     """breast_cancer, first 5 columns, 300 rows: measured 0 of 30 (f47d2e6: 10 of 30); at most 2.
-    Deterministic (fixed seeds; the measured rate on 30 more seeds, 30–59, was 0 of 30 too)."""
+    Deterministic (fixed seeds; on 30 more seeds, 30–59, 0 of 30 too, and 0 of 30 at d = 10 with
+    400 rows)."""
     got = _garbage()
     print("seeds 0-29: wild releases", got)
     assert got <= 2
@@ -95,3 +96,32 @@ def test_spread_bound_never_raises_the_second_spread(d):
         if len(seen) == 2:
             (c1, s1), (c, s2) = seen
             assert np.all(out["spread"] <= s2) and np.all(out["spread"] <= s1 + np.abs(c1 - c))
+
+
+def _wine(seeds, monkeypatch=None, per_dim=None):
+    from sklearn.datasets import load_wine
+
+    if per_dim is not None:
+        monkeypatch.setattr(S, "COORD_MIN", per_dim)
+    x = load_wine().data[:, :10]
+    rels = [private_mean(x, epsilon=1.0, delta=1e-6, rng=s) for s in seeds]
+    wild = sum(r.ok and bool(np.any(np.abs(r.mean - x.mean(0)) > 10 * x.std(0, ddof=1))) for r in rels)
+    return rels, wild
+
+
+def test_wine_d10_is_bottom_with_its_reason():
+    """wine (178 rows, d = 10, ε = 1): ⊥ in every one of 40 seeds, the reason naming the 400 rows
+    (max(40·d, 200)/ε) the plan needs (n̂ >= 400 needs the count's DLap(20) noise to add 222:
+    probability about 10⁻⁵ per seed)."""
+    rels, _ = _wine(range(40))
+    assert not any(r.ok for r in rels)
+    assert all("400 rows" in r.reason for r in rels), rels[0].reason
+
+
+def test_wine_d10_negative_control(monkeypatch):
+    """The former floor 20·d: some seeds release (n̂ >= 200), and those releases are wild (a column
+    more than 10 standard deviations off; measured: 8 of 40 release, all 8 wild)."""
+    rels, wild = _wine(range(40), monkeypatch, per_dim=20)
+    released = sum(r.ok for r in rels)
+    print("control: released", released, "wild", wild)
+    assert released >= 1 and wild >= 1

@@ -110,7 +110,12 @@ COORD_NARROW_D = 2
 #: n = 10⁴, ε = 2: 1.06; n = 10⁵, ε = 0.5: 1.30 (0.988 before; target 1.3, missed).
 COORD_WIDE_MAX = 8192
 #: Below ``n̂·ε/d <`` this the coordinate plan releases ⊥ (too few rows for any of its steps).
-COORD_MIN = 20
+#: 20 until 2026-12-06: wine (178 rows, d = 10, ε = 1) released only when the count's noise put
+#: n̂ above 200, and every such release had a column more than 10 standard deviations off (12 of
+#: 60 runs; the octave cell at ``ε_cell·n̂/4 ≈ 2.8``); at 40, d = 10 needs 400 rows, where
+#: breast_cancer's 10 columns (400-row subsamples, 60 runs) had none; d <= 5 keeps its floor
+#: (COORD_MIN_COUNT/ε = 200 rows at ε = 1 is the larger).
+COORD_MIN = 40
 #: ... and below ``n̂·ε < COORD_MIN_COUNT`` (public): five scales of the count's noise when it
 #: was DLap(40/ε) (ten of today's DLap(20/ε)). With the floor at COORD_MIN·d/ε alone, tiny
 #: tables (n = 5 … 20) whose n̂ came out far too high released means 10+ standard deviations
@@ -124,7 +129,8 @@ COORD_SHARE_OUTSIDE = Fraction(1, 40)
 #: fifths until 2026-12-06). A wrong octave cell is the one failure no later step repairs (a
 #: column released 10³–10¹⁰ standard deviations off): on real columns at d = 5, n = 300, ε = 1
 #: (breast_cancer, diabetes, wine; 30 seeds) fifths gave such a column in 6–9 releases of 30 even
-#: with the spread bound of step 4, the cell at 2/5 in 0–1 (docs/proofs/mean.md §11).
+#: with the spread bound of step 4, the cell at 2/5 (the others 3/20 each) in 0–1; at 1/3 (1/6
+#: each) 0–1 as well, but 3 of 30 on further seeds where 2/5 had 0 (docs/proofs/mean.md §11).
 COORD_SHARES = (Fraction(2, 5), Fraction(3, 20), Fraction(3, 20), Fraction(3, 20), Fraction(3, 20))
 #: Share of ε of the selections (one ρ-zCDP group) and of δ for its conversion; below
 #: ``n̂·ε/d < COORD_LOW`` (public) the selections get COORD_SHARE_SELECT_LOW (measured, 40 runs,
