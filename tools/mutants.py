@@ -298,7 +298,7 @@ MUTATIONS: tuple[Mutation, ...] = (
              "COORD_SHARES = (Fraction(1, 5), Fraction(1, 5), Fraction(1, 5), Fraction(1, 5), Fraction(1, 5))",
              ("tests/friendlycore/test_fc_mean_coordinate_real.py::test_real_columns_small_n_no_wild_releases",)),
     Mutation("mean-coord-min-20", "private_mean: the coordinate plan's per-dimension floor back at 20·d/ε (wine at d = 10 released wild columns)", "mechanisms/mean_small.py",
-             "COORD_MIN = 40", "COORD_MIN = 20",
+             "COORD_MIN = 35", "COORD_MIN = 20",
              ("tests/friendlycore/test_fc_mean_coordinate_real.py::test_wine_d10_is_bottom_with_its_reason",)),
     Mutation("agg-spark-rows-no-shift", "aggregate on Spark: the unbounded mean's clipped sums without the recentring shift", "engines/spark_rows.py",
              "                    dev -= np.take(s, g)\n", "",

@@ -133,7 +133,7 @@ def test_tiny_tables_are_bottom_not_far(monkeypatch):
     seed: at most 5 of 200 (false-failure rate below 1e-3). Control: without the count floor
     (COORD_MIN_COUNT = 0) many releases were far (measured 26 of 200 at d = 1 with the selections'
     ρ in fifths, 17 since the cell's 2/5 and the spread bound of 2026-12-06; asserted >= 12), with
-    the per-dimension floor at its former 20·d (at today's 40·d it alone leaves 7 of 200)."""
+    the per-dimension floor at its former 20·d (at 40·d it alone left 7 of 200)."""
     def far(floor: int, d: int, per_dim: int = S.COORD_MIN) -> int:
         monkeypatch.setattr(S, "COORD_MIN_COUNT", floor)
         monkeypatch.setattr(S, "COORD_MIN", per_dim)

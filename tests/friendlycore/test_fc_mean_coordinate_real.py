@@ -110,12 +110,12 @@ def _wine(seeds, monkeypatch=None, per_dim=None):
 
 
 def test_wine_d10_is_bottom_with_its_reason():
-    """wine (178 rows, d = 10, ε = 1): ⊥ in every one of 40 seeds, the reason naming the 400 rows
-    (max(40·d, 200)/ε) the plan needs (n̂ >= 400 needs the count's DLap(20) noise to add 222:
-    probability about 10⁻⁵ per seed)."""
+    """wine (178 rows, d = 10, ε = 1): ⊥ in every one of 40 seeds, the reason naming the 350 rows
+    (max(35·d, 200)/ε) the plan needs (n̂ >= 350 needs the count's DLap(20) noise to add 172:
+    probability about 10⁻⁴ per seed)."""
     rels, _ = _wine(range(40))
     assert not any(r.ok for r in rels)
-    assert all("400 rows" in r.reason for r in rels), rels[0].reason
+    assert all("350 rows" in r.reason for r in rels), rels[0].reason
 
 
 def test_wine_d10_negative_control(monkeypatch):

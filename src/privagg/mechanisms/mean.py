@@ -825,7 +825,7 @@ def private_mean(
     :func:`privagg.mechanisms.mean_small.plan_runs`): the
     coordinate plan instead (:mod:`privagg.mechanisms.mean_small`, docs/proofs/mean.md §11;
     ``clip_rule == "coordinate"``): per coordinate a private spread, a private cell holding the
-    median, and a clipped sum (pure ε-DP); ⊥ below ``n̂ < max(40·d, 200)/ε``; when the data sit too far
+    median, and a clipped sum (pure ε-DP); ⊥ below ``n̂ < max(35·d, 200)/ε``; when the data sit too far
     from the origin relative to their spread it switches to the FriendlyCore plan with the ε
     left (the guarantee is the largest over all branches).
 

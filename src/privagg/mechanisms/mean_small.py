@@ -112,10 +112,11 @@ COORD_WIDE_MAX = 8192
 #: Below ``n̂·ε/d <`` this the coordinate plan releases ⊥ (too few rows for any of its steps).
 #: 20 until 2026-12-06: wine (178 rows, d = 10, ε = 1) released only when the count's noise put
 #: n̂ above 200, and every such release had a column more than 10 standard deviations off (12 of
-#: 60 runs; the octave cell at ``ε_cell·n̂/4 ≈ 2.8``); at 40, d = 10 needs 400 rows, where
-#: breast_cancer's 10 columns (400-row subsamples, 60 runs) had none; d <= 5 keeps its floor
-#: (COORD_MIN_COUNT/ε = 200 rows at ε = 1 is the larger).
-COORD_MIN = 40
+#: 60 runs; the octave cell at ``ε_cell·n̂/4 ≈ 2.8``); at 35, d = 10 needs 350 rows: breast_cancer's
+#: 10 columns, subsamples without replacement, 30 seeds each, had such a column in 4 releases of
+#: 30 at 300 rows, none at 350 and 400 (0 of 60 at 400 in the benchmark; at 40·d the 400-row cell
+#: was ⊥ in 28 of 60 runs); d <= 5 keeps its floor (COORD_MIN_COUNT/ε = 200 rows at ε = 1).
+COORD_MIN = 35
 #: ... and below ``n̂·ε < COORD_MIN_COUNT`` (public): five scales of the count's noise when it
 #: was DLap(40/ε) (ten of today's DLap(20/ε)). With the floor at COORD_MIN·d/ε alone, tiny
 #: tables (n = 5 … 20) whose n̂ came out far too high released means 10+ standard deviations
