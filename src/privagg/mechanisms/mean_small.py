@@ -10,7 +10,7 @@ docs/proofs/mean.md §11. Budget (:func:`coordinate_budget`, public: ε, δ, d a
 ``n̂·ε/d < COORD_LOW``): ε/20 for the count ``n̂`` (``mean._SHARE_COUNT``), ε/40 for a noisy count of the rows outside the
 clipping box, ``ε_sel`` = :data:`COORD_SHARE_SELECT` of ε (:data:`COORD_SHARE_SELECT_LOW` below
 COORD_LOW) for all the selections as ONE group of exponential mechanisms composed in zCDP
-(``ρ = rho_for(ε_sel, δ/2)``, ``ρ/d`` per column split in fifths by :data:`COORD_SHARES`; an
+(``ρ = rho_for(ε_sel, δ/2)``, ``ρ/d`` per column split by :data:`COORD_SHARES`: the cell 2/5, four steps 3/20; an
 exponential mechanism at ε is ε²/8-zCDP), and the rest, pure, for the d clipped sums. Per column ``j``:
 
 1. an octave cell (location first): the exponential mechanism (Δ = 1) on :func:`cell_utility`
@@ -31,8 +31,10 @@ exponential mechanism at ε is ε²/8-zCDP), and the rest, pure, for the d clipp
 3. ``L_j`` = :func:`levels_needed` ``(cell width, s1/COORD_LEVEL_DIV)`` refinement levels (public):
    each splits the cell into :data:`COORD_BRANCH` subcells (plus one on each side) and picks one
    (exponential mechanism, cell utility, ρ_levels/L_j each); the center is the last cell's midpoint;
-4. for columns with ``L_j >= 1`` a second spread ``s2`` around the refined center (as step 2,
-   the rows on the refined cell's left edge also tied: :func:`edge_tied_counts`);
+4. for every column off the annulus path a second spread ``s2`` around the (refined) center
+   (as step 2, the rows on the refined cell's left edge also tied: :func:`edge_tied_counts`); the
+   spread used is ``min(s2, s1 + |c1 − center|)`` (post-processing: a wild draw of one spread
+   step does not set the clip radius);
 5. the clip multiple ``K_j`` from the public ladder :data:`COORD_CLIP_KS` (1.25 … 40): the
    exponential mechanism on :func:`clip_utility` (minus the rows beyond ``K_i·s_j``; monotone,
    Δ = 1: weights ``exp(ε·u)``), base measure :func:`clip_log_prior` (the public noise cost of
