@@ -186,7 +186,7 @@ SMALL_MIN_ROWS = 1
 #: (only if those groups pool ``Σ ñ_g·TWO_PASS_CLIP·ε_sum >= SMALL_STEP_ROWS/2`` rows, as the
 #: one-pass range needs), and the final clipped sum around the group's own center at the rest;
 #: the other small groups spend all of ``ε_sum`` on one sum around the pooled center. Measured:
-#: docs/utility/aggregate.md (2026-12-06, third stop).
+#: docs/utility/aggregate.md (2026-12-06, fourth stop).
 TWO_PASS_ROWS = 200
 TWO_PASS_FIRST = Fraction(1, 10)
 TWO_PASS_CLIP = Fraction(1, 20)
@@ -965,7 +965,7 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
         m = float(_finite(np.array(c1 + (r_hi - r_lo) / 2))[()])
         rad = float(min(_grid_up(np.array((r_hi + r_lo) / 2))[()], 2.0**1000))
     # 5. each small group's clipped sum around m (discrete Laplace on its grid, ε_sum); the
-    #    groups with ñ >= TWO_PASS_ROWS spend ε_sum in two passes (§8.2)
+    #    groups of two_pass_groups (ñ·ε_sum >= TWO_PASS_ROWS) spend ε_sum in two passes (§8.2)
     ok = small & (n_t * _SAFETY >= fp.small_floor)  # ñ >= floor, up to ñ's float rounding
     two = two_pass_groups(n_t, ok, bud.eps_sum)
     seg = _segments(gg, n_groups)
