@@ -181,35 +181,41 @@ def bench_aggregate(args: argparse.Namespace) -> None:
         spark = se.spark_session(args.master, {"spark.sql.shuffle.partitions": str(args.partitions),
                                                "spark.driver.memory": "2g"})
         df = spark.read.parquet(str(data))
-        bounded = [privagg.count(), privagg.sum("y", bounds=(0.0, 500.0)), privagg.mean("y", bounds=(0.0, 500.0))]
-        # the issue-13 perf query: count, bounded sum and unbounded mean
-        unbounded = [privagg.count(), privagg.sum("y", bounds=(0.0, 500.0)), privagg.mean("y")]
-        quantile = [privagg.count(), privagg.quantile("y", 0.5), privagg.quantile("y", 0.9, bounds=(0.0, 500.0))]
-        metrics = bounded
+        yc = F.least(F.greatest(F.col("y"), F.lit(0.0)), F.lit(500.0))  # y clamped to the bounds
 
-        def plain() -> None:
-            yc = F.least(F.greatest(F.col("y"), F.lit(0.0)), F.lit(500.0))
-            df.groupBy("k").agg(F.count(F.lit(1)), F.sum(yc), F.avg(yc)).toArrow()
+        def plain(*aggs):  # the plain Spark job: count and ``aggs`` per key, collected
+            return lambda: df.groupBy("k").agg(F.count(F.lit(1)), *aggs).toArrow()
 
-        def plain_unbounded() -> None:
-            yc = F.least(F.greatest(F.col("y"), F.lit(0.0)), F.lit(500.0))
-            df.groupBy("k").agg(F.count(F.lit(1)), F.sum(yc), F.avg("y")).toArrow()
+        # name -> (title, metrics, plain job's label, plain job, what the private job keeps in Spark)
+        queries = {
+            "bounded": ("count, sum(y, 0..500), mean(y, 0..500)",
+                        [privagg.count(), privagg.sum("y", bounds=(0.0, 500.0)),
+                         privagg.mean("y", bounds=(0.0, 500.0))],
+                        "Spark groupBy(k).agg(count, sum, avg) (plain)", plain(F.sum(yc), F.avg(yc)),
+                        "sums in Spark"),
+            # the issue-13 perf query: count, bounded sum and unbounded mean
+            "unbounded": ("count, sum(y, 0..500), mean(y) without bounds",
+                          [privagg.count(), privagg.sum("y", bounds=(0.0, 500.0)), privagg.mean("y")],
+                          "Spark groupBy(k).agg(count, sum, avg) (plain)", plain(F.sum(yc), F.avg("y")),
+                          "rows kept in Spark"),
+            "quantile": ("count, quantile(y, 0.5) without bounds, quantile(y, 0.9, 0..500)",
+                         [privagg.count(), privagg.quantile("y", 0.5),
+                          privagg.quantile("y", 0.9, bounds=(0.0, 500.0))],
+                         "Spark groupBy(k).agg(count, percentile, percentile) (plain)",
+                         plain(F.percentile(F.col("y"), F.lit(0.5)), F.percentile(yc, F.lit(0.9))),
+                         "rows kept in Spark"),  # plain: Spark's exact percentile aggregate
+        }
 
-        def plain_quantile() -> None:  # exact percentiles (Spark's percentile aggregate)
-            yc = F.least(F.greatest(F.col("y"), F.lit(0.0)), F.lit(500.0))
-            df.groupBy("k").agg(F.count(F.lit(1)), F.percentile(F.col("y"), F.lit(0.5)),
-                                F.percentile(yc, F.lit(0.9))).toArrow()
-
-        def private(table) -> None:
+        def private(table, metrics) -> None:
             privagg.aggregate(table, by="k", metrics=metrics, epsilon=1.0, delta=1e-6).to_pandas()
 
         real_prepare = SparkGroupedTable.prepare
 
-        def fetched() -> None:  # the values fetched to the driver, as before
+        def fetched(metrics) -> None:  # the values fetched to the driver, as before
             SparkGroupedTable.prepare = lambda self, **kw: real_prepare(self, **{**kw, "sums": None,
                                                                                   "kept_rows": None})
             try:
-                private(df)
+                private(df, metrics)
             finally:
                 SparkGroupedTable.prepare = real_prepare
 
@@ -219,27 +225,16 @@ def bench_aggregate(args: argparse.Namespace) -> None:
             except privagg.ParameterError as exc:
                 return f"failed: {str(exc)[:90]}"
 
+        chosen = {"both": ("bounded", "unbounded"), "all": tuple(queries)}.get(args.agg_query,
+                                                                                (args.agg_query,))
         tables = []
-        if args.agg_query in ("bounded", "both", "all"):
-            tables.append(("count, sum(y, 0..500), mean(y, 0..500)", [
-                ("Spark groupBy(k).agg(count, sum, avg) (plain)", timed(plain)),
-                ("Spark privagg.aggregate, sums in Spark", timed(lambda: private(df))),
-                ("Spark privagg.aggregate, values fetched", timed(fetched)),
-                ("DuckDB privagg.aggregate (same query)", timed(lambda: private(str(data))))]))
-        if args.agg_query in ("unbounded", "both", "all"):
-            metrics = unbounded
-            tables.append(("count, sum(y, 0..500), mean(y) without bounds", [
-                ("Spark groupBy(k).agg(count, sum, avg) (plain)", timed(plain_unbounded)),
-                ("Spark privagg.aggregate, rows kept in Spark", timed(lambda: private(df))),
-                ("Spark privagg.aggregate, values fetched", timed(fetched)),
-                ("DuckDB privagg.aggregate (same query)", timed(lambda: private(str(data))))]))
-        if args.agg_query in ("quantile", "all"):
-            metrics = quantile
-            tables.append(("count, quantile(y, 0.5) without bounds, quantile(y, 0.9, 0..500)", [
-                ("Spark groupBy(k).agg(count, percentile, percentile) (plain)", timed(plain_quantile)),
-                ("Spark privagg.aggregate, rows kept in Spark", timed(lambda: private(df))),
-                ("Spark privagg.aggregate, values fetched", timed(fetched)),
-                ("DuckDB privagg.aggregate (same query)", timed(lambda: private(str(data))))]))
+        for name in chosen:
+            title, metrics, plain_label, plain_job, kept = queries[name]
+            tables.append((title, [
+                (plain_label, timed(plain_job)),
+                (f"Spark privagg.aggregate, {kept}", timed(lambda m=metrics: private(df, m))),
+                ("Spark privagg.aggregate, values fetched", timed(lambda m=metrics: fetched(m))),
+                ("DuckDB privagg.aggregate (same query)", timed(lambda m=metrics: private(str(data), m)))]))
         for title, rows in tables:
             base = rows[0][1]
             print(f"\nquery: {title}")
