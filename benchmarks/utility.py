@@ -566,16 +566,15 @@ def real_tables() -> dict[str, np.ndarray]:
 
 #: Small-n real cells: a fresh subsample (without replacement) of a real table in every run, so
 #: the runs see different samples of real columns (medians far from 0 relative to their spread).
-SUBSAMPLES = (("breast_cancer (5 cols)", 5, 300), ("breast_cancer (10 cols)", 10, 400),
-              ("diabetes (target+bmi+bp)", 3, 300))
+#: (the :func:`real_tables` name's first word, columns, rows per subsample).
+SUBSAMPLES = (("breast_cancer", 5, 300), ("breast_cancer", 10, 400), ("diabetes", 3, 300))
 
 
 def subsample_cells(tables: dict[str, np.ndarray]) -> list[tuple[str, Callable[[np.random.Generator], np.ndarray]]]:
     """``(name, draw)`` for :data:`SUBSAMPLES` whose table is available."""
     out = []
-    for label, d, n in SUBSAMPLES:
-        base = label.split(" (")[0]
-        src = next((x for k, x in tables.items() if k.startswith(base)), None)
+    for base, d, n in SUBSAMPLES:
+        src = next((x for k, x in tables.items() if k.split(" ")[0] == base), None)
         if src is not None and src.shape[0] >= n and src.shape[1] >= d:
             x = src[:, :d]
             out.append((f"{base} {d} cols, {n}-row subsamples",

@@ -83,11 +83,10 @@ def test_budget_known_answers():
     assert e_sum / 10 + e_c2 / 2 + e_sum * Fraction(17, 20) == e_sum
 
 
-def test_deviation_utility_reads_only_the_two_pass_rows(monkeypatch):
-    """The selection's utility is ``side_utilities`` of the sorted deviations ``x − f_g`` of the
-    rows of T only (f the first pass's release); control: with group 0's rows the counts differ."""
-    gv, x, g = _located([400, 3000, 3000], 4, spacing=30.0)
-    seen = {}
+def _first_pass(monkeypatch) -> dict:
+    """Record what ``_second_pass`` receives: the first pass's release ``first``, the groups ``two``
+    and the pooled spread ``s``."""
+    seen: dict = {}
     real = gm._second_pass
 
     def spy(xg, gg, seg, first, center, rr, s, two, eps_sum, draws):
@@ -95,6 +94,14 @@ def test_deviation_utility_reads_only_the_two_pass_rows(monkeypatch):
         return real(xg, gg, seg, first, center, rr, s, two, eps_sum, draws)
 
     monkeypatch.setattr(gm, "_second_pass", spy)
+    return seen
+
+
+def test_deviation_utility_reads_only_the_two_pass_rows(monkeypatch):
+    """The selection's utility is ``side_utilities`` of the sorted deviations ``x − f_g`` of the
+    rows of T only (f the first pass's release); control: with group 0's rows the counts differ."""
+    gv, x, g = _located([400, 3000, 3000], 4, spacing=30.0)
+    seen = _first_pass(monkeypatch)
     draws = _Spy(np.random.default_rng(4))
     _run_small(gv, Fraction(1, 3), 4, draws)
     assert seen["two"].tolist() == [False, True, True]
@@ -117,25 +124,15 @@ def _max_loss(u_d, u_p, mu, weight):
     return max(float(np.abs(logp(a) - logp(b)).max()) for a, b in zip(u_d, u_p, strict=True))
 
 
-def _audit(weight_factor):
+def _audit(monkeypatch, weight_factor):
     """The deviation-range step as the code calls it (utility, μ and ε captured from one run),
     on neighbouring deviation sets: D (the run's) and D plus one row just beyond each candidate
     radius, on either side, or at 0; returns the largest privacy loss over those neighbours
     divided by ε_c, with the sampler's weights exp(weight_factor·(ε/2)·u)."""
     gv, x, g = _located([2500, 2500, 2500], 6, spacing=50.0)
     draws = _Spy(np.random.default_rng(6))
-    real = gm._second_pass
-    seen = {}
-
-    def spy(xg, gg, seg, first, center, rr, s, two, eps_sum, d):
-        seen.update(first=first.copy(), two=two.copy(), s=s)
-        return real(xg, gg, seg, first, center, rr, s, two, eps_sum, d)
-
-    gm._second_pass = spy
-    try:
-        _, out = _run_small(gv, Fraction(1, 3), 6, draws)
-    finally:
-        gm._second_pass = real
+    seen = _first_pass(monkeypatch)
+    _, out = _run_small(gv, Fraction(1, 3), 6, draws)
     name, u, mu, eps = draws.em_calls[-1]
     assert name == "small_clip_2"
     e_c = out["budget"].eps_sum / 20
@@ -153,18 +150,18 @@ def _audit(weight_factor):
     return worst / float(e_c)
 
 
-def test_deviation_range_step_exact_loss():
+def test_deviation_range_step_exact_loss(monkeypatch):
     """The selection's loss on every neighbour above is at most ε_c (exact probabilities, no
     sampling: false-failure rate 0; seed 6 only draws the data and the first pass)."""
-    loss = _audit(1.0)
+    loss = _audit(monkeypatch, 1.0)
     print("seed 6, loss / ε_c =", loss)
     assert loss <= 1.0 + 1e-9
     assert loss > 0.5  # the neighbours reach the bound's order (one row beyond a radius)
 
 
-def test_deviation_range_step_exact_loss_negative_control():
+def test_deviation_range_step_exact_loss_negative_control(monkeypatch):
     """Weights exp(ε·u) (twice the sampler's ε/2): the loss exceeds ε_c."""
-    loss = _audit(2.0)
+    loss = _audit(monkeypatch, 2.0)
     print("control seed 6, loss / ε_c =", loss)
     assert loss > 1.0
 

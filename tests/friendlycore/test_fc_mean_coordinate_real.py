@@ -55,18 +55,25 @@ def test_real_columns_negative_control(monkeypatch):
     assert got > 2
 
 
-def test_spread_is_bounded_by_the_first_spread_plus_the_move(monkeypatch):
-    """Known answer: with the second spread step forced to a wild 1e9, the spread used is
-    ``s1 + |c1 − c|`` (the first spread around the cell's midpoint plus the center's move)."""
+def _spreads(monkeypatch, wild_second: bool = False) -> list:
+    """Record ``(center, spread)`` of every spread step of ``coordinate_mean`` (the first, then the
+    second); ``wild_second``: the second step's release replaced by 1e9."""
     real = S.centred_spread
-    seen = []
+    seen: list = []
 
     def spread(source, center, n, eps, anchor, gen, *a, **k):
         out = real(source, center, n, eps, anchor, gen, *a, **k)
         seen.append((np.asarray(center, float).copy(), out.copy()))
-        return np.full_like(out, 1e9) if len(seen) == 2 else out
+        return np.full_like(out, 1e9) if wild_second and len(seen) == 2 else out
 
     monkeypatch.setattr(S, "centred_spread", spread)
+    return seen
+
+
+def test_spread_is_bounded_by_the_first_spread_plus_the_move(monkeypatch):
+    """Known answer: with the second spread step forced to a wild 1e9, the spread used is
+    ``s1 + |c1 − c|`` (the first spread around the cell's midpoint plus the center's move)."""
+    seen = _spreads(monkeypatch, wild_second=True)
     x = np.random.default_rng(3).normal(13.0, 0.8, size=(3000, 2))
     out = S.coordinate_mean(x, 3000, Fraction(1), np.random.default_rng(4), may_switch=False)
     (c1, s1), (c, _) = seen
@@ -75,27 +82,17 @@ def test_spread_is_bounded_by_the_first_spread_plus_the_move(monkeypatch):
 
 
 @pytest.mark.parametrize("d", [1, 2])
-def test_spread_bound_never_raises_the_second_spread(d):
+def test_spread_bound_never_raises_the_second_spread(monkeypatch, d):
     """Post-processing only lowers: the spread used is at most the second spread's release and at
-    most ``s1 + |c1 − c|`` (seeds 0–19, N(7, 1) columns, n = 1000)."""
-    real = S.centred_spread
+    most ``s1 + |c1 − c|`` (seeds 0–19, N(7, 1) columns, n = 1000; the second spread runs in every
+    seed: none of these columns takes the annulus path)."""
     for seed in range(20):
-        seen = []
-
-        def spread(source, center, n, eps, anchor, gen, *a, **k):
-            out = real(source, center, n, eps, anchor, gen, *a, **k)
-            seen.append((np.asarray(center, float).copy(), out.copy()))
-            return out
-
-        S.centred_spread = spread
-        try:
-            x = np.random.default_rng(seed).normal(7.0, 1.0, size=(1000, d))
-            out = S.coordinate_mean(x, 1000, Fraction(1), np.random.default_rng(seed), may_switch=False)
-        finally:
-            S.centred_spread = real
-        if len(seen) == 2:
-            (c1, s1), (c, s2) = seen
-            assert np.all(out["spread"] <= s2) and np.all(out["spread"] <= s1 + np.abs(c1 - c))
+        seen = _spreads(monkeypatch)
+        x = np.random.default_rng(seed).normal(7.0, 1.0, size=(1000, d))
+        out = S.coordinate_mean(x, 1000, Fraction(1), np.random.default_rng(seed), may_switch=False)
+        assert len(seen) == 2, seed
+        (c1, s1), (c, s2) = seen
+        assert np.all(out["spread"] <= s2) and np.all(out["spread"] <= s1 + np.abs(c1 - c))
 
 
 def _wine(seeds, monkeypatch=None, per_dim=None):
