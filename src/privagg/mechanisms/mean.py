@@ -139,6 +139,16 @@ SMALL_SAMPLE = 750
 _SMALL_SHARE_SELECT = Fraction(1, 5)
 _SMALL_SHARE_LOCATE = Fraction(1, 3)
 _SMALL_SHARE_FRIENDLY_COUNT = Fraction(1, 2)
+#: Large samples (docs/proofs/mean.md §3b): when the locate step's need at these shares fits
+#: LARGE_FIT times into the rows it counts (public: ``LARGE_FIT·(M_MIN + k) <= min(n̂, m_locate)``,
+#: ``k`` the core-count shift of the large plan; not in the small-sample range) the locate step
+#: gets ε/10 and the distance histogram ε/20 instead of ε/5 and ε/10, and the sums the rest. Their
+#: accuracy is set by the (capped) subsample and the tail count, not by n̂, while the sums' noise
+#: over n̂ is what is left at large n̂·ε. ``LARGE_FIT = 0``: never (a control).
+#: ``benchmarks/utility.py`` Gaussian d = 10, n = 10⁵, ε = 0.5 (20 runs): 1.32× CoinPress → 1.10×.
+LARGE_SHARE_LOCATE = Fraction(1, 10)
+LARGE_SHARE_QUANTILE = Fraction(1, 10)
+LARGE_FIT = 2
 #: Per-column scales (``radius=None``, d >= 2): the scale step's share of ε (split evenly over
 #: the d columns), taken from the sums. It runs only when the released ``n̂·ε·SHARE_SCALE/d >=
 #: SCALE_MIN`` (public): below, the scales would be noise and the mean stays isotropic.
@@ -370,6 +380,10 @@ class MeanPlan:
         scale ``1/eps_quantile`` per bin).
     eps_scale : Fraction
         The per-column scale step (0 when it does not run): ``eps_scale/d`` per column.
+    eps_floor : Fraction
+        The spread floor (0 when it does not run).
+    large : bool
+        Large-sample shares (:func:`large_sample`: locate ε/10, distance histogram ε/20).
     """
 
     calibration: str
@@ -393,6 +407,7 @@ class MeanPlan:
     eps_quantile: Fraction
     eps_scale: Fraction = Fraction(0)
     eps_floor: Fraction = Fraction(0)
+    large: bool = False
 
     @property
     def gaussian(self) -> bool:
@@ -430,6 +445,7 @@ def mean_plan(
     small: bool = False,
     scale: bool = False,
     tied: bool = False,
+    large: bool = False,
     where: str = "private_mean",
     count_share: Any = None,
 ) -> MeanPlan:
@@ -448,6 +464,8 @@ def mean_plan(
     with ``select_radius``): the per-column scale step gets ε·:data:`SHARE_SCALE`, from the sums.
     ``tied=True``: the spread floor gets ε·:data:`_SHARE_FLOOR_TIED` instead of ε/20, from the sums
     (:func:`private_mean` when the released radius is the bottom of its grid; §8c).
+    ``large=True`` (not with ``small``): the large-sample shares (locate ε/10, distance histogram
+    ε/20; the sums get what they leave), which :func:`private_mean` uses when :func:`large_sample`.
     ``count_share``: the count's share of ε instead of ε/20 (a public Fraction in (0, 1/4]; the
     grouped mean keeps its ε_g/40, :data:`privagg.mechanisms.grouped_mean.SHARE_COUNT`).
     """
@@ -458,8 +476,10 @@ def mean_plan(
     share = _SHARE_COUNT if count_share is None else Fraction(count_share)
     if not 0 < share <= Fraction(1, 4):  # pragma: no cover - a module constant, never user input
         raise fail(where, "count_share", "a fraction in (0, 1/4]", count_share)
+    if small and large:  # pragma: no cover - callers choose one
+        raise fail(where, "large", "not with small", large)
     return _plan(eps, dlt, calibration, Fraction(alpha), bool(select_radius), bool(small),
-                 bool(scale) and bool(select_radius), share, _constants_key(), bool(tied))
+                 bool(scale) and bool(select_radius), share, _constants_key(), bool(tied), bool(large))
 
 
 def resolve_calibration(calibration: str, epsilon: Any, delta: Any, d: int, *, select_radius: bool = True,
@@ -512,7 +532,7 @@ def _constants_key() -> tuple:
     return (_SHARE_COUNT, _SHARE_SELECT, _SHARE_LOCATE, _SHARE_LOCATE_DELTA, _SHARE_FRIENDLY_COUNT,
             _SHARE_QUANTILE, _SMALL_SHARE_SELECT, _SMALL_SHARE_LOCATE, _SMALL_SHARE_FRIENDLY_COUNT,
             SHARE_SCALE, FRIENDLY_EPS_MAX, EPS_MIN, _SHARE_FLOOR, _SHARE_FLOOR_TIED,
-            mean_small.constants_key())
+            LARGE_SHARE_LOCATE, LARGE_SHARE_QUANTILE, mean_small.constants_key())
 
 
 @functools.lru_cache(maxsize=64)
@@ -532,11 +552,12 @@ def _mean_privacy_loss(epsilon: Fraction, delta: Fraction, calibration: str, alp
 
 def _friendly_losses(epsilon: Any, delta: Any, calibration: str, alpha: Any, select_radius: bool,
                      where: str) -> list[PrivacyLoss]:
-    """The losses of the FriendlyCore plans (small or not, scale step or not, the floor's tied
-    share or not)."""
+    """The losses of the FriendlyCore plans (default, small- or large-sample shares, scale step
+    or not, the floor's tied share or not)."""
     return [mean_plan(epsilon, delta, calibration=calibration, alpha=alpha, select_radius=select_radius,
-                      small=small, scale=scale, tied=tied, where=where).privacy_loss
-            for small in (False, True) for scale in (False, True) for tied in (False, True)]
+                      small=small, large=large, scale=scale, tied=tied, where=where).privacy_loss
+            for small, large in ((False, False), (True, False), (False, True))
+            for scale in (False, True) for tied in (False, True)]
 
 
 @functools.lru_cache(maxsize=64)
@@ -558,14 +579,15 @@ def coordinate_plan_possible(epsilon: Any, delta: Any) -> bool:
 
 @functools.lru_cache(maxsize=64)
 def _plan(eps: Fraction, dlt: Fraction, calibration: str, alpha: Fraction, select_radius: bool,
-          small: bool, scale: bool, count_share: Fraction, _key: tuple, tied: bool = False) -> MeanPlan:
+          small: bool, scale: bool, count_share: Fraction, _key: tuple, tied: bool = False,
+          large: bool = False) -> MeanPlan:
     """:func:`mean_plan` of validated, exact parameters (cached; ``_key`` is :func:`_constants_key`,
     so a test or benchmark that sets a share never meets a plan computed before)."""
     gaussian = calibration != "laplace"
     eps_count = eps * count_share
     share_select = _SMALL_SHARE_SELECT if small else _SHARE_SELECT
     eps_select = eps * share_select if select_radius else Fraction(0)
-    locate_target = eps * (_SMALL_SHARE_LOCATE if small else _SHARE_LOCATE)
+    locate_target = eps * (_SMALL_SHARE_LOCATE if small else LARGE_SHARE_LOCATE if large else _SHARE_LOCATE)
     locate_delta_target = dlt * _SHARE_LOCATE_DELTA if gaussian else dlt
     ef, df = capped_friendly_budget(locate_target, lambda e: locate_delta_target, alpha)
     e_cc = ef * (_SMALL_SHARE_FRIENDLY_COUNT if small else _SHARE_FRIENDLY_COUNT)
@@ -579,7 +601,7 @@ def _plan(eps: Fraction, dlt: Fraction, calibration: str, alpha: Fraction, selec
         d_cc, d_cm, rho_cm = df, Fraction(0), None
     e_loc, d_loc = end_to_end_budget(_float_up(e_cc + e_cm), _float_up(d_cc + d_cm), alpha=alpha)
     e_loc, d_loc = Fraction(e_loc), Fraction(d_loc)
-    eps_quantile = eps * _SHARE_QUANTILE
+    eps_quantile = eps * (LARGE_SHARE_QUANTILE if large else _SHARE_QUANTILE)
     eps_scale = eps * SHARE_SCALE if scale else Fraction(0)
     eps_floor = (eps * (_SHARE_FLOOR_TIED if tied else _SHARE_FLOOR) if select_radius and not small
                  else Fraction(0))
@@ -592,7 +614,20 @@ def _plan(eps: Fraction, dlt: Fraction, calibration: str, alpha: Fraction, selec
         delta_sum, rho_sum = Fraction(0), None
     return MeanPlan(calibration, alpha, small, eps_count, eps_select, Fraction(0), ef, df,
                     e_cc, d_cc, e_cm, d_cm, rho_cm, e_loc, d_loc, eps_sum, delta_sum, rho_sum,
-                    eps_quantile, eps_scale, eps_floor)
+                    eps_quantile, eps_scale, eps_floor, large)
+
+
+def large_sample(n_hat: int, m_locate: int, epsilon: Any, delta: Any, *, calibration: str, alpha: Any,
+                 select_radius: bool, scale: bool, where: str = "private_mean") -> bool:
+    """Whether :func:`private_mean` takes the large-sample shares (public: the released ``n̂``,
+    ``m_locate``, ε, δ and the plan's flags): not in the small-sample range, and the large plan's
+    locate need ``M_MIN + k`` (``k`` its core-count shift) fits :data:`LARGE_FIT` times into
+    ``min(n̂, m_locate)``, the rows the locate step counts (docs/proofs/mean.md §3b)."""
+    if LARGE_FIT <= 0 or n_hat * _frac(epsilon) < SMALL_SAMPLE:
+        return False
+    plan = mean_plan(epsilon, delta, calibration=calibration, alpha=alpha, select_radius=select_radius,
+                     scale=scale, large=True, where=where)
+    return LARGE_FIT * (M_MIN + plan.core_count_shift) <= min(n_hat, m_locate)
 
 
 @dataclass(frozen=True)
@@ -1069,9 +1104,11 @@ def _private_mean(source: PointSource, epsilon: Any, delta: Any, radius: Any, al
                            "coordinate", noise, out["clip_scale"])
     small = n_hat * _frac(epsilon) < SMALL_SAMPLE  # public: functions of the released n̂
     scale = r is None and d >= 2 and n_hat * _frac(epsilon) * SHARE_SCALE / d >= SCALE_MIN
-    if small or scale:
+    large = large_sample(n_hat, m_loc, epsilon, delta, calibration=calibration, alpha=alpha,
+                         select_radius=r is None, scale=scale, where=where)
+    if small or scale or large:
         plan = mean_plan(epsilon, delta, calibration=calibration, alpha=alpha,
-                         select_radius=r is None, small=small, scale=scale, where=where)
+                         select_radius=r is None, small=small, scale=scale, large=large, where=where)
     # 1b. per-column scales: the rest runs on x_j / s_j (exact power-of-two scaling)
     k_scale = _column_scales(source, n_hat, plan.eps_scale / d, gen) if scale else np.zeros(d, np.int64)
     if scale:
@@ -1103,7 +1140,7 @@ def _private_mean(source: PointSource, epsilon: Any, delta: Any, radius: Any, al
         # the released radius is the bottom of its grid: the core's scale is below it (one atom of
         # tied values?), the floor gets its larger share from the sums (public: r; §8c)
         plan = mean_plan(epsilon, delta, calibration=calibration, alpha=alpha, select_radius=True,
-                         small=small, scale=scale, tied=True, where=where)
+                         small=small, scale=scale, tied=True, large=large, where=where)
     # 3. locate
     center, bound, m_hat = _locate(sub, r, plan, gen)
     if center is None:
