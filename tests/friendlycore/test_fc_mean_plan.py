@@ -65,14 +65,15 @@ def reference_locate(ef_cc, ef_cm, df):
 
 @pytest.mark.parametrize("calibration", ["gaussian", "laplace", "zcdp"])
 @pytest.mark.parametrize("select", [False, True])
-@pytest.mark.parametrize("small", [False, True])
+@pytest.mark.parametrize("shares", ["regular", "small", "large"])
 @pytest.mark.parametrize(("eps", "delta"), [(1.0, 1e-6), (0.3, 1e-8), (4.0, 1e-3)])
-def test_plan_shares_and_totals(calibration, select, small, eps, delta):
-    p = mean_plan(eps, delta, calibration=calibration, select_radius=select, small=small)
+def test_plan_shares_and_totals(calibration, select, shares, eps, delta):
+    small, large = shares == "small", shares == "large"
+    p = mean_plan(eps, delta, calibration=calibration, select_radius=select, small=small, large=large)
     # Floats are read as the smaller of their value and their shortest decimal (the ledger's).
     e = min(Fraction(eps), Fraction(repr(eps)))
     d = min(Fraction(delta), Fraction(repr(delta)))
-    assert p.small == small
+    assert (p.small, p.large) == (small, large)
     assert p.eps_count == e / 20  # the same in both plans: n̂ is released before the choice (ε/40 before §13)
     assert p.eps_select == ((e / 5 if small else e / 10) if select else 0)
     assert p.eps_quantile == e / 10
@@ -83,7 +84,7 @@ def test_plan_shares_and_totals(calibration, select, small, eps, delta):
                                     p.delta_core_count + p.delta_core_mean)
     assert e_loc <= p.eps_locate <= e_loc * (1 + 1e-14)
     assert d_loc <= p.delta_locate <= d_loc * (1 + 1e-14)
-    assert p.eps_locate <= (e / 3 if small else e / 5)
+    assert p.eps_locate <= (e / 3 if small else e / 10 if large else e / 5)
     assert p.delta_locate <= (d / 2 if calibration != "laplace" else d)
     assert p.eps_core_count == p.eps_friendly / (2 if small else 4)
     if calibration == "laplace":
@@ -112,9 +113,10 @@ def test_plan_is_the_same_for_synonyms_and_reported_by_release():
     x = np.random.default_rng(SEED).normal(size=(50, 2))
     rel = M.private_mean(x, epsilon=1.0, delta=1e-6, radius=3.0, rng=SEED, calibration="zcdp")
     small = mean_plan(1.0, 1e-6, calibration="gaussian", small=True)
+    large = mean_plan(1.0, 1e-6, calibration="gaussian", large=True)
     total = M.mean_privacy_loss(1.0, 1e-6, calibration="zcdp")
-    assert total.epsilon == max(g.privacy_loss.epsilon, small.privacy_loss.epsilon) <= 1
-    assert total.delta == max(g.privacy_loss.delta, small.privacy_loss.delta) <= Fraction(1, 10**6)
+    assert total.epsilon == max(p.privacy_loss.epsilon for p in (g, small, large)) <= 1
+    assert total.delta == max(p.privacy_loss.delta for p in (g, small, large)) <= Fraction(1, 10**6)
     assert rel.privacy_loss == total
     assert (rel.epsilon, rel.delta) == (float(total.epsilon), float(total.delta))
 

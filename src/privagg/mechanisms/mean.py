@@ -20,7 +20,9 @@ with public shares of the budget:
    ``d <=`` :data:`PAIR_RADIUS_DIM`):
    ``(2 + 1/d)`` times a report-noisy-max median of the distances of consecutive rows in a
    random order, on the same grid (never ⊥; docs/proofs/mean.md §4b).
-3. **Locate.** A Poisson subsample ``S`` of rate ``q = min(1, m_locate / n̂)`` (data-independent
+3. **Locate.** (End-to-end share ε/5; ε/10 with the large-sample shares, :func:`large_sample`,
+   where its need fits twice into ``min(n̂, m_locate)``: the sums get the rest.)
+   A Poisson subsample ``S`` of rate ``q = min(1, m_locate / n̂)`` (data-independent
    given the released ``n̂``), then FriendlyCore with ``ball(r)``: BasicFilter, and friendly
    averaging of the core ``C``: ``m̂ = |C| + DLap(1/ε_c)``, ``m_low = m̂ − k`` with
    ``P[DLap > k] <= δ_c``; ⊥ when ``m_low < M_MIN``; else ``ĉ = avg(C)`` released on a grid with
@@ -930,9 +932,10 @@ def private_mean(
     Privacy
     -------
     Add/remove neighbours. (ε', δ')-DP with ε' = ε_n + ε_sel + ε_locate + ε_q + ε_f + ε_sum <= ε and
-    δ' = δ_sel + δ_locate + δ_sum <= δ, the larger of the two plans (:func:`mean_privacy_loss`:
-    the small-sample plan is used when the released ``n̂·ε < SMALL_SAMPLE``, the coordinate plan
-    and its switch as above; proof ``docs/proofs/mean.md``). Public:
+    δ' = δ_sel + δ_locate + δ_sum <= δ, the largest over the plans (:func:`mean_privacy_loss`:
+    the small-sample plan is used when the released ``n̂·ε < SMALL_SAMPLE``, the large-sample
+    shares when :func:`large_sample`, the coordinate plan and its switch as above; proof
+    ``docs/proofs/mean.md``). Public:
     d, ε, δ, the radius (when given), α, m_locate, the calibration.
 
     Examples
