@@ -241,7 +241,7 @@ def release_datasets():
 #: radius, from the final sum); the radius queries' digests are unchanged. All eight again at the
 #: default calibration "auto" and the count's share ε/20 (mean.md §13: lattice_d3 now runs Laplace
 #: noise; every radius unchanged, the clip radius of lattice_d3 one grid step apart).
-#: offset_d4_laplace/1 and /2 again at the large-sample shares (mean.md §3b, 2026-12-06: the locate
+#: offset_d4_laplace/1 and /2 again at the large-sample shares (mean.md §7 "Large samples", 2026-12-06: the locate
 #: step's ε/10, its need fits twice into m_locate = 2000): clip radius 3.668 → 4.000 and 3.364, the
 #: means within 0.0015 of their old values (n̂ and radius unchanged); the other six are unchanged.
 EXPECTED = json.loads('''{

@@ -141,15 +141,16 @@ SMALL_SAMPLE = 750
 _SMALL_SHARE_SELECT = Fraction(1, 5)
 _SMALL_SHARE_LOCATE = Fraction(1, 3)
 _SMALL_SHARE_FRIENDLY_COUNT = Fraction(1, 2)
-#: Large samples (docs/proofs/mean.md §3b): when the locate step's need at these shares fits
-#: LARGE_FIT times into the rows it counts (public: ``LARGE_FIT·(M_MIN + k) <= min(n̂, m_locate)``,
-#: ``k`` the core-count shift of the large plan; not in the small-sample range) the locate step
-#: gets ε/10 and the distance histogram ε/20 instead of ε/5 and ε/10, and the sums the rest. Their
-#: accuracy is set by the (capped) subsample and the tail count, not by n̂, while the sums' noise
-#: over n̂ is what is left at large n̂·ε. ``LARGE_FIT = 0``: never (a control).
-#: ``benchmarks/utility.py`` Gaussian d = 10, n = 10⁵, ε = 0.5 (20 runs): 1.32× CoinPress → 1.10×.
+#: Large samples (docs/proofs/mean.md §0 and §7, "Large samples"): where the locate step's need at
+#: the large shares fits LARGE_FIT times into the rows it counts (public: ``LARGE_FIT·(M_MIN + k)
+#: <= min(n̂, m_locate)``, ``k`` the large plan's core-count shift; not in the small-sample range)
+#: the locate step gets ε/10 instead of ε/5 and the sums the rest: its accuracy is set by its
+#: (capped) subsample, not by n̂, while the sums' noise over n̂ is what is left at large n̂·ε.
+#: ``LARGE_FIT = 0``: never (a control). The distance histogram keeps ε/10: at ε/20 a 0/1 column
+#: with 2.5 % ones at n = 12,000 lost its minority in 19 of 24 runs (0 of 24 at ε/10).
+#: ``benchmarks/utility.py`` (20 runs, private r / CoinPress): heavy_tails d = 10, n = 10⁵, ε = 1
+#: 1.28 → 1.13; n = 10⁴ (the coordinate plan's hand-over) 1.51 → 1.42.
 LARGE_SHARE_LOCATE = Fraction(1, 10)
-LARGE_SHARE_QUANTILE = Fraction(1, 10)
 LARGE_FIT = 2
 #: Per-column scales (``radius=None``, d >= 2): the scale step's share of ε (split evenly over
 #: the d columns), taken from the sums. It runs only when the released ``n̂·ε·SHARE_SCALE/d >=
@@ -385,7 +386,7 @@ class MeanPlan:
     eps_floor : Fraction
         The spread floor (0 when it does not run).
     large : bool
-        Large-sample shares (:func:`large_sample`: locate ε/10, distance histogram ε/20).
+        Large-sample shares (:func:`large_sample`: the locate step's ε/10 instead of ε/5).
     """
 
     calibration: str
@@ -466,8 +467,8 @@ def mean_plan(
     with ``select_radius``): the per-column scale step gets ε·:data:`SHARE_SCALE`, from the sums.
     ``tied=True``: the spread floor gets ε·:data:`_SHARE_FLOOR_TIED` instead of ε/20, from the sums
     (:func:`private_mean` when the released radius is the bottom of its grid; §8c).
-    ``large=True`` (not with ``small``): the large-sample shares (locate ε/10, distance histogram
-    ε/20; the sums get what they leave), which :func:`private_mean` uses when :func:`large_sample`.
+    ``large=True`` (not with ``small``): the large-sample shares (locate target ε/10; the sums get
+    what it leaves), which :func:`private_mean` uses when :func:`large_sample`.
     ``count_share``: the count's share of ε instead of ε/20 (a public Fraction in (0, 1/4]; the
     grouped mean keeps its ε_g/40, :data:`privagg.mechanisms.grouped_mean.SHARE_COUNT`).
     """
@@ -534,7 +535,7 @@ def _constants_key() -> tuple:
     return (_SHARE_COUNT, _SHARE_SELECT, _SHARE_LOCATE, _SHARE_LOCATE_DELTA, _SHARE_FRIENDLY_COUNT,
             _SHARE_QUANTILE, _SMALL_SHARE_SELECT, _SMALL_SHARE_LOCATE, _SMALL_SHARE_FRIENDLY_COUNT,
             SHARE_SCALE, FRIENDLY_EPS_MAX, EPS_MIN, _SHARE_FLOOR, _SHARE_FLOOR_TIED,
-            LARGE_SHARE_LOCATE, LARGE_SHARE_QUANTILE, mean_small.constants_key())
+            LARGE_SHARE_LOCATE, mean_small.constants_key())
 
 
 @functools.lru_cache(maxsize=64)
@@ -603,7 +604,7 @@ def _plan(eps: Fraction, dlt: Fraction, calibration: str, alpha: Fraction, selec
         d_cc, d_cm, rho_cm = df, Fraction(0), None
     e_loc, d_loc = end_to_end_budget(_float_up(e_cc + e_cm), _float_up(d_cc + d_cm), alpha=alpha)
     e_loc, d_loc = Fraction(e_loc), Fraction(d_loc)
-    eps_quantile = eps * (LARGE_SHARE_QUANTILE if large else _SHARE_QUANTILE)
+    eps_quantile = eps * _SHARE_QUANTILE
     eps_scale = eps * SHARE_SCALE if scale else Fraction(0)
     eps_floor = (eps * (_SHARE_FLOOR_TIED if tied else _SHARE_FLOOR) if select_radius and not small
                  else Fraction(0))
@@ -624,7 +625,7 @@ def large_sample(n_hat: int, m_locate: int, epsilon: Any, delta: Any, *, calibra
     """Whether :func:`private_mean` takes the large-sample shares (public: the released ``n̂``,
     ``m_locate``, ε, δ and the plan's flags): not in the small-sample range, and the large plan's
     locate need ``M_MIN + k`` (``k`` its core-count shift) fits :data:`LARGE_FIT` times into
-    ``min(n̂, m_locate)``, the rows the locate step counts (docs/proofs/mean.md §3b)."""
+    ``min(n̂, m_locate)``, the rows the locate step counts (docs/proofs/mean.md §7, "Large samples")."""
     if LARGE_FIT <= 0 or n_hat * _frac(epsilon) < SMALL_SAMPLE:
         return False
     plan = mean_plan(epsilon, delta, calibration=calibration, alpha=alpha, select_radius=select_radius,
