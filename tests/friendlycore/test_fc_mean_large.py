@@ -1,8 +1,8 @@
 """The large-sample shares of ``private_mean`` (docs/proofs/mean.md §0, §7 "Large samples").
 
-Where the locate step's need fits ``LARGE_FIT = 2`` times into the rows it counts
-(``2·(M_MIN + k_L) <= min(n̂, m_locate)``, ``k_L`` the large plan's core-count shift; not in the
-small-sample range), the locate step gets ε/10 instead of ε/5 and the sums the rest. Known answers
+Where the radius is chosen privately and the locate step's need fits ``LARGE_FIT = 2`` times into
+the rows it counts (``2·(M_MIN + k_L) <= min(n̂, m_locate)``, ``k_L`` the large plan's core-count
+shift; not in the small-sample range), the locate step gets ε/10 instead of ε/5 and the sums the rest. Known answers
 of the shares and the rule, the rule read from the released ``n̂`` (not the true n), the loss, and an
 accuracy comparison with the large plan switched off as its negative control.
 """
@@ -51,6 +51,7 @@ def test_rule_known_answers():
     assert large_sample(2636, 8000, 1.0, 1e-6, **kw)
     assert not large_sample(10**9, 2635, 1.0, 1e-6, **kw)
     assert large_sample(10**9, 2636, 1.0, 1e-6, **kw)
+    assert not large_sample(10**9, 8000, 1.0, 1e-6, **{**kw, "select_radius": False})  # a given radius
     # ε = 0.5: shift 2579, from n̂ = 5178; ε = 0.25: 2·(10 + 5123) > 8000, never at the default m_locate
     assert mean_plan(0.5, 1e-6, large=True).core_count_shift == 2579
     assert not large_sample(5177, 8000, 0.5, 1e-6, **kw) and large_sample(5178, 8000, 0.5, 1e-6, **kw)
@@ -77,17 +78,20 @@ def _plans_used(monkeypatch, count_noise: int):
 
 def test_rule_reads_the_released_count(monkeypatch):
     """2000 rows (below 2636) with the count's noise +700 (n̂ = 2700): the large plan; +0: not; 3000
-    rows with −400 (n̂ = 2600): not. The rule sees n̂, never n."""
+    rows with −400 (n̂ = 2600): not. The rule sees n̂, never n. With the radius given: never."""
     used = _plans_used(monkeypatch, 700)
     x = np.random.default_rng(SEED).normal(size=(2000, 24))
-    M.private_mean(x, epsilon=1.0, delta=1e-6, radius=8.0, rng=SEED)
+    M.private_mean(x, epsilon=1.0, delta=1e-6, rng=SEED)
     assert used == [True]
     used = _plans_used(monkeypatch, 0)
-    M.private_mean(x, epsilon=1.0, delta=1e-6, radius=8.0, rng=SEED)
+    M.private_mean(x, epsilon=1.0, delta=1e-6, rng=SEED)
     assert used == [False]
+    y = np.random.default_rng(SEED).normal(size=(3000, 24))
     used = _plans_used(monkeypatch, -400)
-    M.private_mean(np.random.default_rng(SEED).normal(size=(3000, 24)), epsilon=1.0, delta=1e-6,
-                   radius=8.0, rng=SEED)
+    M.private_mean(y, epsilon=1.0, delta=1e-6, rng=SEED)
+    assert used == [False]
+    used = _plans_used(monkeypatch, 5000)  # n̂ = 8000, a given radius: the regular shares
+    M.private_mean(y, epsilon=1.0, delta=1e-6, radius=8.0, rng=SEED)
     assert used == [False]
 
 

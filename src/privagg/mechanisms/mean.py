@@ -146,8 +146,10 @@ _SMALL_SHARE_FRIENDLY_COUNT = Fraction(1, 2)
 #: <= min(n̂, m_locate)``, ``k`` the large plan's core-count shift; not in the small-sample range)
 #: the locate step gets ε/10 instead of ε/5 and the sums the rest: its accuracy is set by its
 #: (capped) subsample, not by n̂, while the sums' noise over n̂ is what is left at large n̂·ε.
-#: ``LARGE_FIT = 0``: never (a control). The distance histogram keeps ε/10: at ε/20 a 0/1 column
-#: with 2.5 % ones at n = 12,000 lost its minority in 19 of 24 runs (0 of 24 at ε/10).
+#: ``LARGE_FIT = 0``: never (a control). Only with the radius chosen privately: with a given radius
+#: the core can be a small part of the subsample (t₃ data, d = 100, n = 10⁴ with the Gaussian
+#: benchmark's radius: ⊥ in 19 of 20 runs at ε/10). The distance histogram keeps ε/10: at ε/20 a
+#: 0/1 column with 2.5 % ones at n = 12,000 lost its minority in 19 of 24 runs (0 of 24 at ε/10).
 #: ``benchmarks/utility.py`` (20 runs, private r / CoinPress): heavy_tails d = 10, n = 10⁵, ε = 1
 #: 1.28 → 1.13; n = 10⁴ (the coordinate plan's hand-over) 1.51 → 1.42.
 LARGE_SHARE_LOCATE = Fraction(1, 10)
@@ -623,10 +625,12 @@ def _plan(eps: Fraction, dlt: Fraction, calibration: str, alpha: Fraction, selec
 def large_sample(n_hat: int, m_locate: int, epsilon: Any, delta: Any, *, calibration: str, alpha: Any,
                  select_radius: bool, scale: bool, where: str = "private_mean") -> bool:
     """Whether :func:`private_mean` takes the large-sample shares (public: the released ``n̂``,
-    ``m_locate``, ε, δ and the plan's flags): not in the small-sample range, and the large plan's
-    locate need ``M_MIN + k`` (``k`` its core-count shift) fits :data:`LARGE_FIT` times into
-    ``min(n̂, m_locate)``, the rows the locate step counts (docs/proofs/mean.md §7, "Large samples")."""
-    if LARGE_FIT <= 0 or n_hat * _frac(epsilon) < SMALL_SAMPLE:
+    ``m_locate``, ε, δ and the plan's flags): the radius chosen privately (its selection targets a
+    core of 3/4 of the subsample, ``1 − GAMMA``; a given radius may befriend far fewer rows), not in
+    the small-sample range, and the large plan's locate need ``M_MIN + k`` (``k`` its core-count
+    shift) fits :data:`LARGE_FIT` times into ``min(n̂, m_locate)``, the rows the locate step counts
+    (docs/proofs/mean.md §7, "Large samples")."""
+    if LARGE_FIT <= 0 or not select_radius or n_hat * _frac(epsilon) < SMALL_SAMPLE:
         return False
     plan = mean_plan(epsilon, delta, calibration=calibration, alpha=alpha, select_radius=select_radius,
                      scale=scale, large=True, where=where)
