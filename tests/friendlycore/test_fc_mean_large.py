@@ -96,14 +96,20 @@ def test_rule_reads_the_released_count(monkeypatch):
 
 
 def test_loss_is_the_largest_over_the_plans_with_the_large_ones():
+    """With the radius selected the large plans are among the maximum (at ε = 1, δ = 10⁻⁶ Gaussian
+    one of them is the largest: 0.9999999999999996); with a given radius they cannot run."""
     for select in (False, True):
         total = mean_privacy_loss(1.0, 1e-6, calibration="gaussian", select_radius=select)
-        plans = [mean_plan(1.0, 1e-6, select_radius=select, small=small, large=large, scale=scale,
-                           tied=tied).privacy_loss
-                 for small, large in ((False, False), (True, False), (False, True))
+        large = [mean_plan(1.0, 1e-6, select_radius=select, large=True, scale=scale, tied=tied).privacy_loss
                  for scale in (False, True) for tied in (False, True)]
+        others = [mean_plan(1.0, 1e-6, select_radius=select, small=small, scale=scale, tied=tied).privacy_loss
+                  for small in (False, True) for scale in (False, True) for tied in (False, True)]
+        plans = others + large if select else others
         assert total.epsilon >= max(p.epsilon for p in plans) and total.delta >= max(p.delta for p in plans)
         assert total.epsilon <= 1 and total.delta <= Fraction(1, 10**6)
+    # the last pass of the loop is select = True: its large and other plans
+    total = mean_privacy_loss(1.0, 1e-6, calibration="gaussian", select_radius=True)
+    assert select and total.epsilon == max(p.epsilon for p in large) > max(p.epsilon for p in others)
 
 
 def _median_error(runs: int = 16) -> float:

@@ -557,12 +557,12 @@ def _mean_privacy_loss(epsilon: Fraction, delta: Fraction, calibration: str, alp
 
 def _friendly_losses(epsilon: Any, delta: Any, calibration: str, alpha: Any, select_radius: bool,
                      where: str) -> list[PrivacyLoss]:
-    """The losses of the FriendlyCore plans (default, small- or large-sample shares, scale step
-    or not, the floor's tied share or not)."""
+    """The losses of the FriendlyCore plans (default or small-sample shares, the large-sample ones
+    when the radius is selected, scale step or not, the floor's tied share or not)."""
+    shares = ((False, False), (True, False)) + (((False, True),) if select_radius else ())
     return [mean_plan(epsilon, delta, calibration=calibration, alpha=alpha, select_radius=select_radius,
                       small=small, large=large, scale=scale, tied=tied, where=where).privacy_loss
-            for small, large in ((False, False), (True, False), (False, True))
-            for scale in (False, True) for tied in (False, True)]
+            for small, large in shares for scale in (False, True) for tied in (False, True)]
 
 
 @functools.lru_cache(maxsize=64)
