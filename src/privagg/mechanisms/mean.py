@@ -625,8 +625,9 @@ def _plan(eps: Fraction, dlt: Fraction, calibration: str, alpha: Fraction, selec
 def large_sample(n_hat: int, m_locate: int, epsilon: Any, delta: Any, *, calibration: str, alpha: Any,
                  select_radius: bool, scale: bool, where: str = "private_mean") -> bool:
     """Whether :func:`private_mean` takes the large-sample shares (public: the released ``n̂``,
-    ``m_locate``, ε, δ and the plan's flags): the radius chosen privately (its selection targets a
-    core of 3/4 of the subsample, ``1 − GAMMA``; a given radius may befriend far fewer rows), not in
+    ``m_locate``, ε, δ and the plan's flags): the radius chosen privately (AboveThreshold targets a
+    core of 3/4 of the subsample, ``1 − GAMMA``, the pair radius is ``2 + 1/d`` times the median
+    distance of consecutive rows; a given radius may befriend far fewer rows), not in
     the small-sample range, and the large plan's locate need ``M_MIN + k`` (``k`` its core-count
     shift) fits :data:`LARGE_FIT` times into ``min(n̂, m_locate)``, the rows the locate step counts
     (docs/proofs/mean.md §7, "Large samples")."""
