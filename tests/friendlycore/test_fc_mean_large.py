@@ -2,9 +2,10 @@
 
 Where the radius is chosen privately and the locate step's need fits ``LARGE_FIT = 2`` times into
 the rows it counts (``2·(M_MIN + k_L) <= min(n̂, m_locate)``, ``k_L`` the large plan's core-count
-shift; not in the small-sample range), the locate step gets ε/10 instead of ε/5 and the sums the rest. Known answers
-of the shares and the rule, the rule read from the released ``n̂`` (not the true n), the loss, and an
-accuracy comparison with the large plan switched off as its negative control.
+shift; not in the small-sample range), the locate step gets ε/10 instead of ε/5 and the sums the
+rest. Known answers of the shares and the rule, the rule read from the released ``n̂`` (not the
+true n), the loss, and an accuracy comparison with the large plan switched off as its negative
+control.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def test_large_plan_moves_half_the_locate_share_to_the_sums(calibration, select)
 def test_rule_known_answers():
     """At ε = 1, δ = 10⁻⁶ (Gaussian, radius selected, no scale step) the large plan's core-count
     shift is 1308, so the rule holds from n̂ = 2·(10 + 1308) = 2636 with m_locate = 8000, never
-    with m_locate = 2635, and never in the small-sample range (n̂·ε < 750)."""
+    with m_locate = 2635 or a given radius, and never in the small-sample range (n̂·ε < 750)."""
     kw = dict(calibration="gaussian", alpha=0.0, select_radius=True, scale=False)
     assert mean_plan(1.0, 1e-6, large=True).core_count_shift == 1308 and M.M_MIN == 10
     assert not large_sample(2635, 8000, 1.0, 1e-6, **kw)
@@ -56,9 +57,9 @@ def test_rule_known_answers():
     assert mean_plan(0.5, 1e-6, large=True).core_count_shift == 2579
     assert not large_sample(5177, 8000, 0.5, 1e-6, **kw) and large_sample(5178, 8000, 0.5, 1e-6, **kw)
     assert not large_sample(10**9, 8000, 0.25, 1e-6, **kw)
-    # at ε = 100 the shift is small, but n̂·ε < 750 stays the small-sample plan
-    assert not large_sample(7, 8000, 100.0, 1e-6, **kw) and large_sample(8, 8000, 100.0, 1e-6, **kw) is (
-        2 * (M.M_MIN + mean_plan(100.0, 1e-6, large=True).core_count_shift) <= 8)
+    # δ = 0.1: shift 364, the fit holds from n̂ = 748, but n̂·ε < 750 stays the small-sample plan
+    assert mean_plan(1.0, 0.1, large=True).core_count_shift == 364
+    assert not large_sample(749, 8000, 1.0, 0.1, **kw) and large_sample(750, 8000, 1.0, 0.1, **kw)
 
 
 def _plans_used(monkeypatch, count_noise: int):
