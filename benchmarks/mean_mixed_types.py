@@ -12,7 +12,10 @@ with the budget split over the d columns), the worst column shown; ⊥ counts as
 on the same data (fresh per run): ``coordinate`` (gate 10⁹: the coordinate plan), ``fc median``
 (gate 0: the FriendlyCore plan, scales at the median rank: SCALE_TAIL_MIN = 10⁹), ``fc shipped``
 (gate 0, the shipped rank rule ``mean.scale_rank``: 7/8 from n̂·ε/(10d) >= 800, 15/16 from 1600,
-…), and ``shipped`` (both as shipped).
+…), ``fc no large`` (as ``fc shipped``, the large-sample shares off: ``mean.LARGE_FIT = 0``) and
+``shipped`` (all as shipped). The data, the releases and the oracle each draw from their own
+generator (the same tables and oracle noise in every column and for every version of the code;
+until 2026-12-06 all three drew from one).
 
 Sets: ``mixh`` cycles 0/1 (20 % ones), 100·lognormal(0, 1), N(50, 10), Poisson(3) over the d
 columns; ``mixcol`` cycles 0/1, Poisson(3), N(50, 10), 100·lognormal(0, 1) (no heavy column at
@@ -36,9 +39,9 @@ import privagg.mechanisms.mean_small as S  # noqa: E402
 from privagg import private_mean  # noqa: E402
 from utility import DELTA, range_oracle  # noqa: E402
 
-#: label -> (COORD_WIDE_MAX, SCALE_TAIL_MIN); None keeps the shipped value.
-CONFIGS = {"coordinate": (10**9, None), "fc median": (0, 10**9), "fc shipped": (0, None),
-           "shipped": (None, None)}
+#: label -> (COORD_WIDE_MAX, SCALE_TAIL_MIN, LARGE_FIT); None keeps the shipped value.
+CONFIGS = {"coordinate": (10**9, None, None), "fc median": (0, 10**9, None), "fc shipped": (0, None, None),
+           "fc no large": (0, None, 0), "shipped": (None, None, None)}
 
 
 def sample(name: str, n: int, d: int, g: np.random.Generator) -> np.ndarray:
@@ -72,33 +75,39 @@ def main() -> None:
     p.add_argument("--levels", type=lambda t: [int(v) for v in t.split(",")], default=[3000, 12000])
     p.add_argument("--eps", type=float, default=1.0)
     args = p.parse_args()
-    shipped = (S.COORD_WIDE_MAX, M.SCALE_TAIL_MIN)
+    shipped = (S.COORD_WIDE_MAX, M.SCALE_TAIL_MIN, M.LARGE_FIT)
     print(f"seed {args.seed}, runs {args.runs}, eps {args.eps}, delta {DELTA}; shipped gate "
-          f"{shipped[0]}, tail rank from n̂·ε/(10d) >= {shipped[1]}; worst column, privagg / range oracle")
+          f"{shipped[0]}, tail rank from n̂·ε/(10d) >= {shipped[1]}, LARGE_FIT {shipped[2]}; worst column, "
+          "privagg / range oracle")
     print("set | d | n·ε/d | n | " + " | ".join(CONFIGS) + " | s/run (same order)")
     for name in args.sets:
         for d in args.d:
             for level in args.levels:
                 n = int(round(level * d / args.eps))
                 ratios, secs = [], []
-                for gate, tail_min in CONFIGS.values():
+                for gate, tail_min, fit in CONFIGS.values():
                     S.COORD_WIDE_MAX = shipped[0] if gate is None else gate
                     M.SCALE_TAIL_MIN = shipped[1] if tail_min is None else tail_min
+                    M.LARGE_FIT = shipped[2] if fit is None else fit
                     g = np.random.default_rng([args.seed, d, level, len(name)])  # same data per config
+                    # the releases' and the oracle's own generators: the data and the oracle's noise
+                    # stay the same across configs and versions of the code
+                    rg = np.random.default_rng([args.seed, d, level, len(name), 1])
+                    og = np.random.default_rng([args.seed, d, level, len(name), 2])
                     errs, oracle, t = [], [], 0.0
                     for _ in range(args.runs):
                         x = sample(name, n, d, g)
                         se = x.std(axis=0) / np.sqrt(n) + 1e-300
                         t0 = time.perf_counter()
-                        rel = private_mean(x, epsilon=args.eps, delta=DELTA, rng=g)
+                        rel = private_mean(x, epsilon=args.eps, delta=DELTA, rng=rg)
                         t += time.perf_counter() - t0
                         errs.append(np.abs(rel.mean - x.mean(axis=0)) / se if rel.ok else np.full(d, np.inf))
-                        oracle.append(np.abs(range_oracle(x, args.eps, g) - x.mean(axis=0)) / se)
+                        oracle.append(np.abs(range_oracle(x, args.eps, og) - x.mean(axis=0)) / se)
                     ratios.append(float(np.max(np.median(errs, axis=0) / np.median(oracle, axis=0))))
                     secs.append(t / args.runs)
                 print(f"{name} | {d} | {level} | {n} | " + " | ".join(f"{r:.2f}" for r in ratios)
                       + " | " + " / ".join(f"{s:.3f}" for s in secs), flush=True)
-    S.COORD_WIDE_MAX, M.SCALE_TAIL_MIN = shipped
+    S.COORD_WIDE_MAX, M.SCALE_TAIL_MIN, M.LARGE_FIT = shipped
 
 
 if __name__ == "__main__":
