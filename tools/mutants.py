@@ -303,7 +303,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("mean-large-rule-true-n", "private_mean: the large-sample rule read from the true row count instead of the released n̂", "mechanisms/mean.py",
              "    large = large_sample(n_hat, m_loc, epsilon, delta,", "    large = large_sample(n, m_loc, epsilon, delta,",
              ("tests/friendlycore/test_fc_mean_large.py::test_rule_reads_the_released_count",)),
-    Mutation("mean-large-no-fit", "private_mean: the large-sample shares without the locate-fit rule (LARGE_FIT 0 < f < 1)", "mechanisms/mean.py",
+    Mutation("mean-large-no-fit", "private_mean: the large-sample rule with the locate need fitting half a time instead of twice", "mechanisms/mean.py",
              "    return LARGE_FIT * (M_MIN + plan.core_count_shift) <= min(n_hat, m_locate)",
              "    return (M_MIN + plan.core_count_shift) <= 2 * min(n_hat, m_locate)",
              ("tests/friendlycore/test_fc_mean_large.py::test_rule_known_answers",)),

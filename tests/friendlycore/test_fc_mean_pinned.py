@@ -27,11 +27,12 @@ five means bit for bit, four within 0.045 of their old values at magnitudes 1 �
 two coordinate releases again at the octave cell's 2/5 of ρ/d and the bound
 ``min(s2, s1 + |c1 − c|)`` on the spread (docs/proofs/mean.md §11, 2026-12-06: mean[0] 6.98746 →
 6.98415 and 100.02340 → 100.01784); and then every FriendlyCore case at the large-sample shares
-(docs/proofs/mean.md §7 "Large samples", 2026-12-06: the locate step's ε/10 instead of ε/5 where its need fits twice
-into the rows it counts, the sums get the rest; clip rules unchanged, mean[0] within 0.032 of its old
-value: fc_d2_bench −0.0015, handover_d10_bench +0.0026, pair_radius_d3 −0.031 (sd 2), fc_d24_gemm −0.0013,
-lattice_dups_d3 +0.0029, fc_d10_scales −0.0042) and ``small_d24`` (its release bit for bit: the reported
-ε is the largest over the plans, which now include the large-sample ones, 0.9999999999999996 ≤ 1).
+(docs/proofs/mean.md §7 "Large samples", 2026-12-06: the locate step's ε/10 instead of ε/5 where
+its need fits twice into the rows it counts, the sums get the rest; clip rules unchanged, mean[0]
+within 0.032 of its old value: fc_d2_bench −0.0015, handover_d10_bench +0.0026, pair_radius_d3
+−0.031 (sd 2), fc_d24_gemm −0.0013, lattice_dups_d3 +0.0029, fc_d10_scales −0.0042) and
+``small_d24`` (its release bit for bit: the reported ε is the largest over the plans, which now
+include the large-sample ones, 0.9999999999999996 ≤ 1).
 """
 
 from __future__ import annotations
