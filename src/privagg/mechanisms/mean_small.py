@@ -109,7 +109,8 @@ COORD_NARROW_D = 2
 #: 3000: 0.25 → 0.57, Exp(1) 0.23 → 0.80. The coordinate plan grows with n·ε/d on heavy tails
 #: (lognormal(0, 1.5), d = 20: 0.38 / 0.64 / 1.14 at 2000 / 4000 / 8000; d = 3, 12000: 2.18),
 #: hence not higher. Isotropic Gaussian d = 10 against CoinPress (the utility grid, 20 runs):
-#: n = 10⁴, ε = 2: 1.06; n = 10⁵, ε = 0.5: 1.30 (0.988 before; target 1.3, missed).
+#: n = 10⁴, ε = 2: 1.06; n = 10⁵, ε = 0.5: 1.30 (0.988 before; target 1.3, missed; 1.32 in the
+#: runs of 2026-12-06, where FriendlyCore runs after the hand-over with the ε left).
 COORD_WIDE_MAX = 8192
 #: Below ``n̂·ε/d <`` this the coordinate plan releases ⊥ (too few rows for any of its steps).
 #: 20 until 2026-12-06: wine (178 rows, d = 10, ε = 1) released only when the count's noise put
@@ -736,9 +737,7 @@ def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Genera
     refined = levels > 0
     with np.errstate(invalid="ignore", over="ignore"):
         center = _finite(np.where(refined, a + (b - a) / 2, c1))
-    # 4. second spread around the refined center (columns with L_j >= 1; the others' center did
-    #    not move: their first spread stays)
-    #    Every column off the annulus path gets its second spread (its share is in ρ_j whether or
+    # 4. second spread around the (refined) center. Every column off the annulus path gets its second spread (its share is in ρ_j whether or
     #    not it was refined), and the spread used is min(s2, s1 + |c1 − center|) (post-processing):
     #    the median distance to the center is at most the one to c1 plus the move, so a wild
     #    large draw of either step (a flat stretch of the base measure outweighs the data at small
