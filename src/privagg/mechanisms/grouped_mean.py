@@ -910,6 +910,7 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
         CELL_E_MIN,
         _octave,
         base_measure,
+        cell_floor,
         cell_log_prior,
         cell_utility,
         centred_spread_utility,
@@ -928,7 +929,8 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
         n_t, var = combined_count(n_hat, n2, e_n, e_2)
     else:  # the released count() pair's p̃ (§8.1): post-processing
         n_t, var = np.asarray(n_hat, dtype=np.float64), 2.0 * float(n_scale) ** 2
-    bud = small_budget(fp, pooled_low(n_t, small, var), external=n_scale is not None)
+    n_low = pooled_low(n_t, small, var)  # public
+    bud = small_budget(fp, n_low, external=n_scale is not None)
     g_s = int(np.count_nonzero(small))
     rows = small[grp]  # x may hold only the small groups' rows (the subsample's: rate 1)
     xg, gg = x[rows], grp[rows]  # the small groups' rows, still sorted by group
@@ -936,7 +938,7 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
     n_p = int(xs.size)
     # 2. the pooled octave cell of a median (cell utility, Δ = 1)
     lo, hi, oct_ = octave_cells(CELL_E_MIN)
-    util = cell_utility(xs, lo, hi)[None, :]
+    util = cell_utility(xs, lo, hi, cell_floor(n_low))[None, :]
     k = int(draws.em("small_cell", util, base_measure(cell_log_prior(oct_, CELL_E_MIN)),
                      bud.eps_cell)[0])
     a, b = float(lo[k]), float(hi[k])

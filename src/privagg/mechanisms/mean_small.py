@@ -224,6 +224,15 @@ PRIOR_UNIT = 32.0
 #: the sum's noise without bound; with few untied rows (0/1, p = 0.05, n = 300: 15) the data
 #: cannot decide and the flat measure gave 1.95–3.33× the oracle over three seeds, 1.26–2.02 at 0.25.
 ZERO_SPREAD_DECAY = 0.25
+#: Step 1's occupancy floor: a cell (octave or point) holding fewer than ``τ = ⌊n̂·CELL_FLOOR⌋``
+#: rows (public: the released count) gets the utility ``−(τ − rows)`` at most
+#: (:func:`cell_utility_of_counts`, :func:`cell_floor`; 0 turns it off, the negative control of
+#: ``tests/friendlycore/test_cell_floor.py``). Why: with the median between two atoms (0/1 or
+#: 0/1000 at half and half) every empty cell between them — the tiny octaves next to 0, and the
+#: point cells 1, 2, 4, … between 0 and 1000 — holds a median too; on the annulus path around an
+#: empty point the zeros were as many untied rows as the far atom, the spread took the zeros'
+#: distance and the far atom was clipped (0/1000: 52 of 100 releases off by more than 250).
+CELL_FLOOR = Fraction(1, 8)
 
 #: The smallest ε one step may get (the clipped sum's sampler, ``grid_laplace_integers``, takes
 #: ε >= 2⁻⁴⁰): below, the coordinate plan is not among the plans (:func:`plan_possible`).
@@ -336,21 +345,29 @@ def _octave(v: np.ndarray) -> np.ndarray:
     return out
 
 
-def cell_utility(sorted_col: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+def cell_utility(sorted_col: np.ndarray, lo: np.ndarray, hi: np.ndarray, floor: int = 0) -> np.ndarray:
     """``u([a, b)) = −max(0, 2·#{x < a} − n, 2·#{x >= b} − n)`` for the cells ``[lo_k, hi_k)`` of
     one sorted column: 0 exactly when the cell holds a median, else minus the rank distance.
     Adding a row moves ``n`` by 1 and each count by at most 1, so each of the three terms by at
     most 1: sensitivity 1 (docs/proofs/mean.md §11)."""
     n = sorted_col.size
     return cell_utility_of_counts(np.searchsorted(sorted_col, lo, side="left"),
-                                  np.searchsorted(sorted_col, hi, side="left"), n)
+                                  np.searchsorted(sorted_col, hi, side="left"), n, floor)
 
 
-def cell_utility_of_counts(below_lo: np.ndarray, below_hi: np.ndarray, n: int) -> np.ndarray:
+def cell_utility_of_counts(below_lo: np.ndarray, below_hi: np.ndarray, n: int, floor: int = 0) -> np.ndarray:
     """:func:`cell_utility` from the counts ``#{x < lo_k}``, ``#{x < hi_k}`` and ``n`` (as a
-    :class:`~privagg.engines.base.PointSource` returns them, :meth:`~privagg.engines.base.PointSource.below_counts`)."""
+    :class:`~privagg.engines.base.PointSource` returns them, :meth:`~privagg.engines.base.PointSource.below_counts`).
+    With a public ``floor`` τ > 0 a fourth term ``τ − #{x ∈ [lo_k, hi_k)}`` joins the maximum (a
+    cell holding fewer than τ rows loses what it lacks; a row moves it by 0 or 1, so the
+    sensitivity stays 1: step 1's occupancy floor, :data:`CELL_FLOOR`)."""
+    below_lo = np.asarray(below_lo, dtype=np.int64)
+    below_hi = np.asarray(below_hi, dtype=np.int64)
     above = n - below_hi
-    return -np.maximum(0, np.maximum(2 * below_lo - n, 2 * above - n))
+    u = np.maximum(0, np.maximum(2 * below_lo - n, 2 * above - n))
+    if floor > 0:
+        u = np.maximum(u, np.int64(floor) - (below_hi - below_lo))
+    return -u
 
 
 def octave_cells(e_min: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -577,6 +594,11 @@ def cell_log_prior(oct_: np.ndarray, e_min: int) -> np.ndarray:
     return log_prior(np.where(zero, 0.0, oct_), 0.0) + np.where(zero, math.log(PRIOR_ZERO), 0.0)
 
 
+def cell_floor(n_hat: int) -> int:
+    """``τ = ⌊n̂·CELL_FLOOR⌋`` (public), step 1's occupancy floor."""
+    return int(math.floor(max(int(n_hat), 0) * CELL_FLOOR))
+
+
 def edge_tied_counts(below: np.ndarray, lo_edges: np.ndarray, a: float) -> np.ndarray:
     """Step 4's counts with the rows equal to the refined cell's left edge ``a`` (public) counted as
     tied: from ``below`` = ``#{x < e}`` at ``[c − g, c + g, a, nextafter(a, ∞)]`` (``lo_edges`` =
@@ -702,7 +724,8 @@ def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Genera
     #    and the point cells ±2^e (point_cells: an atom on an octave edge)
     lo, hi, oct_, is_point, geo_a, geo_b = point_cells(CELL_E_MIN)
     below = source.below_counts([np.concatenate([lo, hi])] * d)  # one pass, d columns
-    util = np.stack([cell_utility_of_counts(b[: lo.size], b[lo.size :], n) for b in below])
+    tau = cell_floor(n_hat)  # public: the released count
+    util = np.stack([cell_utility_of_counts(b[: lo.size], b[lo.size :], n, tau) for b in below])
     pick = exponential_mechanism(util, base_measure(point_cell_log_prior(oct_, is_point, geo_a, CELL_E_MIN)),
                                  bud.e_cell, gen)
     # the cell around 0 or a point cell (public): L_j = 0 (width <= 2⁻¹⁰²¹), no second spread
