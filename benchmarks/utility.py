@@ -505,9 +505,10 @@ SECTIONS: dict[str, Callable[[argparse.Namespace], None]] = {"mean": mean_sectio
 # ``empirical`` (0 by definition here). Targets: ε = 1, privagg's worst-coordinate median error ≤
 # 1.5× the oracle's; ε = 100, within 2 SE in every coordinate; mixed units: each column's error/std
 # within 2× the 1-D error (setting ``normal1d``) at the same n, ε. ``binary10``: a 0/1 column
-# with p = 0.1 (tied data: the spread floor, docs/proofs/mean.md §8c).
+# with p = 0.1 (tied data: the spread floor, docs/proofs/mean.md §8c); ``binary50``: p = 0.5 (the
+# median between the two atoms: the cell step's occupancy floor, docs/proofs/mean.md §11).
 REAL_METHODS = ("privagg", "oracle", "CoinPress", "diffprivlib", "empirical")
-SYNTH = ("exponential", "lognormal", "pareto3", "mixture", "mixed_units", "normal1d", "binary10")
+SYNTH = ("exponential", "lognormal", "pareto3", "mixture", "mixed_units", "normal1d", "binary10", "binary50")
 
 
 def synth_sample(setting: str, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -521,6 +522,8 @@ def synth_sample(setting: str, n: int, rng: np.random.Generator) -> np.ndarray:
         return rng.normal(size=(n, 2)) + 6.0 * (rng.random(n) < 0.2)[:, None]
     if setting == "binary10":  # a 0/1 column with a 10 % minority (a rate): tied data, one atom
         return (rng.random((n, 1)) < 0.1).astype(np.float64)
+    if setting == "binary50":  # a 0/1 column near half and half: the median between the atoms
+        return (rng.random((n, 1)) < 0.5).astype(np.float64)
     if setting == "mixed_units":
         return rng.normal(size=(n, 2)) * np.array([1.0, 1000.0]) + np.array([10.0, 5000.0])
     return rng.normal(size=(n, 1))
