@@ -17,7 +17,8 @@ exponential mechanism at ε is ε²/8-zCDP), and the rest, pure, for the d clipp
    over the public partition :func:`point_cells` ``(CELL_E_MIN)`` (all of the floats: the octave
    cells of :func:`octave_cells` with their left edges ``±2^e`` split off as point cells), base
    measure :func:`point_cell_log_prior` (the cell around 0 weighs :data:`PRIOR_ZERO` flat cells,
-   the points ±1 :data:`PRIOR_UNIT`, the other points :data:`PRIOR_POINT`); ``c1`` the midpoint
+   the points ±1 :data:`PRIOR_UNIT`, the other points :data:`PRIOR_POINT`), a cell holding fewer
+   than ``⌊n̂·CELL_FLOOR⌋`` rows losing what it lacks (:data:`CELL_FLOOR`); ``c1`` the midpoint
    of the dyadic cell (0 for the cell around 0, the point itself for a point cell);
 2. a first spread ``s1``: the exponential mechanism (Δ = 1) on :func:`centred_spread_utility`,
    the untied median of ``|x − c1|`` over ``2^{k/4}`` (2⁻⁹⁰⁰ … 2⁸⁰⁰), good within
@@ -349,7 +350,8 @@ def cell_utility(sorted_col: np.ndarray, lo: np.ndarray, hi: np.ndarray, floor: 
     """``u([a, b)) = −max(0, 2·#{x < a} − n, 2·#{x >= b} − n)`` for the cells ``[lo_k, hi_k)`` of
     one sorted column: 0 exactly when the cell holds a median, else minus the rank distance.
     Adding a row moves ``n`` by 1 and each count by at most 1, so each of the three terms by at
-    most 1: sensitivity 1 (docs/proofs/mean.md §11)."""
+    most 1: sensitivity 1 (docs/proofs/mean.md §11). ``floor``: the occupancy floor of
+    :func:`cell_utility_of_counts`."""
     n = sorted_col.size
     return cell_utility_of_counts(np.searchsorted(sorted_col, lo, side="left"),
                                   np.searchsorted(sorted_col, hi, side="left"), n, floor)
