@@ -13,6 +13,10 @@ of its grid (the tied share): a 0/1 column with 2.5 % ones at n = 12000 (300 one
 cap K = 561 of ε/20) releases its proportion (control: the tied share set to ε/20 releases the
 atom); rates and seeds in the tests' docstrings. An audit of the floor step on a neighbour pair
 whose added row moves the true count (claim ε_f = 1; control: an eighth of the noise, flagged).
+
+Since 2026-12-06 (sixth stop) the octaves above ``FLOOR_FREE`` carry a public penalty where the
+core is not tied: known answers, the benchmark run that released 9.8·10²³ (control: the penalty
+off releases it again) and the plateau's pick rate with a small cap (control: the penalty off).
 """
 
 from __future__ import annotations
@@ -141,8 +145,8 @@ def _floor_shares(x, runs=3):
     seen = []
     real = M.spread_floor_pick
     spy = pytest.MonkeyPatch()
-    spy.setattr(M, "spread_floor_pick", lambda x_, c, u, plan, gen: seen.append(plan.eps_floor)
-                or real(x_, c, u, plan, gen))
+    spy.setattr(M, "spread_floor_pick", lambda x_, c, u, plan, gen, tied: seen.append((plan.eps_floor, tied))
+                or real(x_, c, u, plan, gen, tied))
     try:
         rels = [private_mean(x, epsilon=1.0, delta=1e-6, rng=SEED + s) for s in range(runs)]
     finally:
@@ -155,9 +159,9 @@ def test_tied_share_only_when_the_radius_is_the_grid_bottom():
 
     g = np.random.default_rng(SEED)
     seen, rels = _floor_shares((g.random((12_000, 1)) < 0.025).astype(np.float64))
-    assert seen == [Fraction(1, 5)] * 3 and all(r.radius == grid_radii()[0] for r in rels)
+    assert seen == [(Fraction(1, 5), True)] * 3 and all(r.radius == grid_radii()[0] for r in rels)
     seen, rels = _floor_shares(g.normal(size=(12_000, 1)))
-    assert seen == [Fraction(1, 20)] * 3 and all(r.radius > grid_radii()[0] for r in rels)
+    assert seen == [(Fraction(1, 20), False)] * 3 and all(r.radius > grid_radii()[0] for r in rels)
     assert M.mean_privacy_loss(1.0, 1e-6, select_radius=True).epsilon <= 1
 
 
@@ -232,3 +236,71 @@ def test_floor_step_negative_control_eighth_noise(monkeypatch):
                           confidence=AUDIT_CONF)
     print(res)
     assert res.violates(AUDIT_EPS), (res, f"seed={SEED}")
+
+
+# ------------------------------------------------ the penalty above FLOOR_FREE (untied cores only)
+def test_floor_offsets_known_answers():
+    """``−FLOOR_PENALTY·(4/ε_f)·max(0, k − FLOOR_FREE)``: 0 up to octave 4, −0.4 per octave
+    after it at ε_f = 5 (noise scale 0.8), −58·0.4 at octave 120; 0 everywhere when tied."""
+    assert M.FLOOR_PENALTY == Fraction(1, 2) and M.FLOOR_FREE == 4
+    off = M.floor_offsets(Fraction(5), False)
+    assert off.shape == (M.FLOOR_OCTAVES + 1,) and np.all(off[:5] == 0.0)
+    assert off[5] == pytest.approx(-0.4, rel=1e-15) and off[120] == pytest.approx(-0.4 * 116, rel=1e-15)
+    assert np.all(np.diff(off[4:]) < 0)
+    assert np.all(M.floor_offsets(Fraction(5), True) == 0.0)
+    assert M.floor_offsets(Fraction(1, 20), False)[6] == pytest.approx(-80.0, rel=1e-15)
+
+
+def _benchmark_run_279(monkeypatch, penalty):
+    """``benchmarks/utility.py --section mean-real --runs 300 --seed 5``'s normal1d cell at
+    n = 1000, ε = 100, run 279 (its seed sequence, data and release generators), which released
+    9.8·10²³ (clip radius 2.05·10²⁹: the floor's noisy maximum on octave 102)."""
+    monkeypatch.setattr(M, "FLOOR_PENALTY", penalty)
+    ss = np.random.SeedSequence([5, sum(map(ord, "normal1d")), 100_000]).spawn(300)[279]
+    g_data, g_rel, *_ = np.random.default_rng(ss).spawn(6)
+    x = g_data.normal(size=(1000, 1))
+    rel = private_mean(x, epsilon=100.0, delta=1e-6, rng=g_rel)
+    return abs(float(rel.mean[0]) - float(x.mean())) / (float(x.std()) / np.sqrt(1000)), rel.clip_radius
+
+
+def test_floor_penalty_stops_the_plateau_pick(monkeypatch):
+    """That run now releases within 1 SE (clip radius 3.67, measured 0.01 SE). Deterministic."""
+    err, clip = _benchmark_run_279(monkeypatch, M.FLOOR_PENALTY)
+    print(f"run 279: {err:.3g} SE, clip radius {clip:.4g}")
+    assert err < 1.0 and clip < 10.0
+
+
+def test_floor_penalty_negative_control(monkeypatch):
+    """Without the penalty the same run is the astronomical release again."""
+    err, clip = _benchmark_run_279(monkeypatch, Fraction(0))
+    assert err > 1e20 and clip > 1e28
+
+
+def _plateau_picks(monkeypatch, penalty, calls=2000):
+    """``spread_floor_pick`` on N(0, 1) rows (n = 1000) all within U (1.01 times the farthest),
+    ε = 100 (ε_f = 5, noise scale 0.8), untied: candidate 0 has utility 0 and every other −2K.
+    FLOOR_BETA is raised to 5 so that K = 2 and that margin falls from ln(121/10⁻⁴) ≈ 14 to 5
+    noise scales, making plateau picks frequent: the count of picks at octaves 7 and above over
+    ``calls`` draws (seed SEED)."""
+    monkeypatch.setattr(M, "FLOOR_BETA", 5.0)
+    monkeypatch.setattr(M, "FLOOR_PENALTY", penalty)
+    x = np.random.default_rng(SEED).normal(size=(1000, 1))
+    upper = 1.01 * float(np.abs(x).max())
+    plan = M.mean_plan(100.0, 1e-6, calibration="laplace", select_radius=True)
+    gen = np.random.default_rng(SEED + 1)
+    picks = np.array([M.spread_floor_pick(x, np.zeros(1), upper, plan, gen, tied=False) for _ in range(calls)])
+    return int(np.count_nonzero(picks >= 7))
+
+
+def test_floor_penalty_plateau_rate(monkeypatch):
+    """With the penalty: measured 18 of 4000 picks at octave 7 or above (seeds SEED, SEED + 1),
+    so about 9 of 2000 expected; the bound 30 fails with probability below 10⁻⁷ (Poisson(9))."""
+    far = _plateau_picks(monkeypatch, M.FLOOR_PENALTY)
+    print(f"seed={SEED}: {far} of 2000 picks at octave >= 7")
+    assert far <= 30
+
+
+def test_floor_penalty_plateau_rate_negative_control(monkeypatch):
+    """Without the penalty a fifth of the picks land on the plateau's far octaves (measured 826
+    of 4000); it must exceed 200 of 2000."""
+    assert _plateau_picks(monkeypatch, Fraction(0)) > 200

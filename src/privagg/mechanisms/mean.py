@@ -135,6 +135,20 @@ FLOOR_OCTAVES = 120
 #: The floor's cap ``K`` (:func:`floor_cap`) keeps a group of rows all within ``U`` at
 #: candidate 0 with probability at least ``1 − FLOOR_BETA``.
 FLOOR_BETA = 1e-4
+#: The floor's public penalty per octave above :data:`FLOOR_FREE`, in units of its noise scale
+#: ``4/ε_f``, where the core is not one atom (the released radius above the bottom of its grid;
+#: public): ``−FLOOR_PENALTY·max(0, k − FLOOR_FREE)`` scales (:func:`floor_offsets`). Why: on
+#: continuous data every octave above the rows' reach has the same utility (all rows within),
+#: candidate 0 or 1 leads that plateau by ``2K`` only, and one of its ~119 noises beats it with
+#: probability about ``β_K/2``: N(0, 1), n = 1000, ε = 100 released 9.8·10²³ (U·2¹⁰²; docs/utility/
+#: mean.md, sixth stop). A tied core (the radius at its grid's bottom: a 0/1 column) keeps no
+#: penalty, its minority may sit many octaves up (and the aggregate's floor none: its noisy-max
+#: radius does not mark tied groups, docs/proofs/aggregate_mean.md §1.9).
+FLOOR_PENALTY = Fraction(1, 2)
+#: ... and the octaves ``k <= FLOOR_FREE`` carry none: the clipping edges reach 6 octaves below
+#: ``U·2^k̂`` (:func:`clip_edges`: ``QUANTILE_GRID/QUANTILE_OCTAVE``), so an overshoot of a few
+#: octaves is harmless, and a heavy tail's lift by an octave or two stays free.
+FLOOR_FREE = 4
 #: Small samples: when the released ``n̂·ε`` is below this (public) the shares after the count
 #: switch to the small-sample ones (radius selection and locate get more, the sums less).
 SMALL_SAMPLE = 750
@@ -1167,7 +1181,8 @@ def _private_mean(source: PointSource, epsilon: Any, delta: Any, radius: Any, al
         bound = _next_bound(step_r, bound, part, plan, n_hat, d)
     upper = _grid_up(r + bound)
     if plan.eps_floor > 0:  # the spread floor (§8c): U·2^k̂, k̂ = 0 unless the core was one atom
-        upper = math.ldexp(upper, spread_floor_pick(data, center, upper, plan, gen))
+        tied = r <= r_bottom  # public: the released radius (the floor runs only when it was selected)
+        upper = math.ldexp(upper, spread_floor_pick(data, center, upper, plan, gen, tied))
     choice = _quantile_radius(data, center, upper, n_hat, plan.eps_quantile, gen,
                               tail_target(plan, last, d, n_hat), plan.eps_count)
     big_r = choice.radius
@@ -1608,20 +1623,33 @@ def floor_edges(upper: float) -> np.ndarray:
     return np.ldexp(upper, np.arange(FLOOR_OCTAVES, -1, -1))
 
 
+def floor_offsets(eps_floor: Any, tied: bool) -> np.ndarray:
+    """The floor's public offsets over ``k = 0 … FLOOR_OCTAVES``, in the twice-utility's units:
+    ``−FLOOR_PENALTY·(4/ε_f)·max(0, k − FLOOR_FREE)``, or 0 when ``tied``. Public offsets leave
+    the report-noisy-max's sensitivity as it is (docs/proofs/mean.md §8c)."""
+    k = np.maximum(np.arange(FLOOR_OCTAVES + 1, dtype=np.float64) - FLOOR_FREE, 0.0)
+    if tied:
+        return np.zeros_like(k)
+    return -float(FLOOR_PENALTY) * (4.0 / float(eps_floor)) * k
+
+
 def spread_floor_pick(x: Any, center: np.ndarray, upper: float, plan: MeanPlan,
-                      gen: np.random.Generator) -> int:
+                      gen: np.random.Generator, tied: bool = True) -> int:
     """The spread floor's released octave ``k̂`` (docs/proofs/mean.md §8c), ``plan.eps_floor``-DP:
     report-noisy-max with ``DLap(4/ε_f)`` of :func:`floor_utility` over the counts of rows within
     ``U·2^k`` of ĉ (``distance_bins`` of the engine: one bin per row), relative to the true count
     ``n`` (each ``u_k`` still moves by at most 2; before, the public ``n̂`` less the count noise's
     5 % tail, 60 rows at ε = 1, which the minority then had to exceed too), ``K`` public. On a column whose core is one atom of tied values (a 0/1 column with a 10 %
     minority) ``U`` is the atom's scale and the clipping edges ``U … U·2^A`` never reach the other
-    values (the robust rule then clipped them all); the floor lifts ``U`` to their octave."""
+    values (the robust rule then clipped them all); the floor lifts ``U`` to their octave.
+    ``tied`` (public: the released radius at the bottom of its grid): without it the candidates
+    carry :func:`floor_offsets`."""
     bins = _source(x).distance_bins(center, floor_edges(upper))  # bin F + 1: within U
     within = np.cumsum(bins[::-1])[: FLOOR_OCTAVES + 1]  # C_k = #{u <= U·2^k}
     n = int(bins.sum())  # the true count (every row in one bin): u_k still moves by at most 2
     util = floor_utility(within[None, :], n, floor_cap(plan.eps_floor))[0]
-    noisy = util + discrete_laplace(4 / plan.eps_floor, size=util.shape, rng=gen)
+    noisy = util + floor_offsets(plan.eps_floor, tied) + discrete_laplace(
+        4 / plan.eps_floor, size=util.shape, rng=gen)
     return int(np.argmax(noisy))
 
 
