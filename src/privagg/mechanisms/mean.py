@@ -38,7 +38,8 @@ with public shares of the budget:
    their share are chosen from public values (:func:`estimate_schedule`). With ``radius=None``
    an ε_f-DP spread floor (:func:`spread_floor_pick`; ε_f = ε/20, or ε/5 when the released
    radius is the bottom of its grid) may first lift ``U`` to the octave of the rows beyond it (a
-   core of tied values). Then an ε_q-DP noisy histogram of the distances ``‖x_i − c‖`` over the public grid :func:`clip_edges` (from
+   core of tied values; elsewhere the octaves above :data:`FLOOR_FREE` carry a public penalty,
+   :func:`floor_offsets`). Then an ε_q-DP noisy histogram of the distances ``‖x_i − c‖`` over the public grid :func:`clip_edges` (from
    ``U·4√n̂`` down to ``U·2⁻⁶``, ``U = r + b``) gives the final clipping radius ``R``: the least
    edge whose noisy tail (:func:`noisy_tails`: the histogram summed from the top, combined with
    ``n̂`` minus its sum from the bottom) leaves about ``τ = O(√d/ε)`` rows outside (the tail rule: the clipping bias vanishes as
