@@ -225,6 +225,16 @@ PRIOR_UNIT = 32.0
 #: the sum's noise without bound; with few untied rows (0/1, p = 0.05, n = 300: 15) the data
 #: cannot decide and the flat measure gave 1.95–3.33× the oracle over three seeds, 1.26–2.02 at 0.25.
 ZERO_SPREAD_DECAY = 0.25
+#: ... and the annuli that hold the distance ``2^m`` from the released point to 0 (``m`` its
+#: octave; the unit distance around 0 and around ±1: the ones of a 0/1 or count column) weigh this
+#: many flat grid points each (public; as :data:`PRIOR_UNIT` in step 1). Why: at small n·ε/d the
+#: few untied rows of an indicator cannot single out their annulus among the ~160 flat spreads:
+#: 0/1 columns with 5 % / 10 % ones at n = 300, ε = 1 had a column more than 10× the range oracle's
+#: median error (spread 10⁻⁷ … 10⁵: the ones clipped, or a clip radius of thousands) in 6 / 4 of 60
+#: releases at d = 1, 17 / 14 at d = 3, 19 / 16 at d = 5; with the weight 32: 0 / 0, 4 / 1, 4 / 2
+#: (docs/utility/mean.md, seventh stop; the price: zero-inflated lognormal columns, d = 1, n = 300,
+#: median 1.25 → 1.99× the oracle over 200 runs).
+ZERO_SPREAD_ATOM = 32.0
 #: Step 1's occupancy floor: a cell (octave or point) holding fewer than ``τ = ⌊n̂·CELL_FLOOR⌋``
 #: rows (public: the released count) gets the utility ``−(τ − rows)`` at most
 #: (:func:`cell_utility_of_counts`, :func:`cell_floor`; 0 turns it off, the negative control of
@@ -621,9 +631,14 @@ def edge_tied_counts(below: np.ndarray, lo_edges: np.ndarray, a: float) -> np.nd
 def zero_spread_log_prior(anchor: float = 0.0) -> np.ndarray:
     """The annulus step's extra ``ln`` base measure over the spread grid: ``−ZERO_SPREAD_DECAY·
     ln(g_k/2^m)`` above ``2^m``, 0 below, ``m = max(anchor, 0)`` (public: ``anchor`` the octave
-    of the released point; 0 for the cell around 0 and the points ``±2^e``, e <= 0)."""
+    of the released point; 0 for the cell around 0 and the points ``±2^e``, e <= 0), plus
+    ``ln ZERO_SPREAD_ATOM`` for the annuli ``[g_{k−1−τ}, g_k)`` that hold ``2^anchor`` (the
+    distance from the point ``±2^anchor`` to 0; 1 around 0): ``4·anchor < k <= 4·anchor + 1 + τ``
+    (τ = :data:`COORD_SPREAD_TOL`)."""
     m = max(float(anchor), 0.0)
-    return -ZERO_SPREAD_DECAY * np.maximum(GRID_K / 4.0 - m, 0.0) * math.log(2.0)
+    a = 4 * int(anchor)
+    atom = (GRID_K > a) & (GRID_K <= a + 1 + COORD_SPREAD_TOL)
+    return -ZERO_SPREAD_DECAY * np.maximum(GRID_K / 4.0 - m, 0.0) * math.log(2.0) + atom * math.log(ZERO_SPREAD_ATOM)
 
 
 def spread_upper_edges(c: float, grid: np.ndarray) -> np.ndarray:
