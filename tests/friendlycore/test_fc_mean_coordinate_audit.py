@@ -218,7 +218,11 @@ def test_steps_match_coordinate_mean_calls(monkeypatch):
     w = (hi[k_c] - lo[k_c]) / S.COORD_BRANCH**2  # the refined cell after two levels
     edge = float(out["center"][0]) - w / 2  # its left edge: a row (3000 + 0.25·i) sits on it
     assert edge in x.tolist()
-    u, mu = spread_step(x, float(out["center"][0]), float(S._octave(np.array([s1]))[0]), edge)
+    # step 4's base measure is anchored at the released center's octave (not s1's: a wild first
+    # spread no longer widens the second's flat region, docs/proofs/mean.md §11)
+    center = float(out["center"][0])
+    assert S._octave(np.array([s1]))[0] != S._octave(np.array([center]))[0]  # the replay tells them apart
+    u, mu = spread_step(x, center, float(S._octave(np.array([center]))[0]), edge)
     assert np.array_equal(u_2, u) and np.array_equal(mu_2, mu) and e_2 == b.e_s2
     # step 5, the clip multiple (test_fc_mean_coordinate_clip.py): weights exp(ε_clip·u)
     radii = S.clip_candidates(out["spread"])[0]

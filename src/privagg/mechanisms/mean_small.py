@@ -33,7 +33,8 @@ exponential mechanism at ε is ε²/8-zCDP), and the rest, pure, for the d clipp
    each splits the cell into :data:`COORD_BRANCH` subcells (plus one on each side) and picks one
    (exponential mechanism, cell utility, ρ_levels/L_j each); the center is the last cell's midpoint;
 4. for every column off the annulus path a second spread ``s2`` around the (refined) center
-   (as step 2, the rows on the refined cell's left edge also tied: :func:`edge_tied_counts`); the
+   (as step 2, its base measure flat around 2⁰ and the center's octave, the rows on the refined
+   cell's left edge also tied: :func:`edge_tied_counts`); the
    spread used is ``min(s2, s1 + |c1 − center|)`` (post-processing: a wild draw of one spread
    step does not set the clip radius);
 5. the clip multiple ``K_j`` from the public ladder :data:`COORD_CLIP_KS` (1.25 … 40): the
@@ -785,7 +786,7 @@ def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Genera
     spread = s1
     if (~zero).any():
         #    (rows on the refined cell's left edge a count as tied: an atom at the median)
-        s2 = centred_spread(source, center, n, bud.e_s2, _octave(s1), gen, edge=np.where(refined, a, np.nan))
+        s2 = centred_spread(source, center, n, bud.e_s2, _octave(center), gen, edge=np.where(refined, a, np.nan))
         with np.errstate(over="ignore", invalid="ignore"):
             bound = s1 + np.abs(c1 - center)
             spread = np.where(zero, s1, np.minimum(s2, bound))
