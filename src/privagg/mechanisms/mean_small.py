@@ -639,7 +639,8 @@ def zero_spread_log_prior(anchor: float = 0.0) -> np.ndarray:
     m = max(float(anchor), 0.0)
     a = 4 * int(anchor)
     atom = (GRID_K > a) & (GRID_K <= a + 1 + COORD_SPREAD_TOL)
-    return -ZERO_SPREAD_DECAY * np.maximum(GRID_K / 4.0 - m, 0.0) * math.log(2.0) + atom * math.log(ZERO_SPREAD_ATOM)
+    decay = -ZERO_SPREAD_DECAY * np.maximum(GRID_K / 4.0 - m, 0.0) * math.log(2.0)
+    return decay + atom * math.log(ZERO_SPREAD_ATOM)
 
 
 def spread_upper_edges(c: float, grid: np.ndarray) -> np.ndarray:
