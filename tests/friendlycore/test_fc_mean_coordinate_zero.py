@@ -375,8 +375,10 @@ def test_zero_spread_atom_weight_known_answers():
     """The annuli ``[g_{k−5}, g_k)`` holding ``2^anchor`` get ``ln ZERO_SPREAD_ATOM`` on top of
     the decay: k = 1 … 5 around 0 or ±1 (anchor 0), 13 … 17 around ±8, −11 … −7 around ±1/8."""
     k = S.GRID_K
-    for anchor, want in ((0.0, [1, 2, 3, 4, 5]), (3.0, [13, 14, 15, 16, 17]), (-3.0, [-11, -10, -9, -8, -7])):
-        extra = S.zero_spread_log_prior(anchor) + S.ZERO_SPREAD_DECAY * np.maximum(k / 4.0 - max(anchor, 0.0), 0.0) * math.log(2.0)
+    cases = ((0.0, [1, 2, 3, 4, 5]), (3.0, [13, 14, 15, 16, 17]), (-3.0, [-11, -10, -9, -8, -7]))
+    for anchor, want in cases:
+        decay = -S.ZERO_SPREAD_DECAY * np.maximum(k / 4.0 - max(anchor, 0.0), 0.0) * math.log(2.0)
+        extra = S.zero_spread_log_prior(anchor) - decay  # the atom weight alone
         assert k[extra > 0].tolist() == want
         assert np.allclose(extra[extra > 0], math.log(S.ZERO_SPREAD_ATOM)) and not extra[extra <= 0].any()
 

@@ -779,9 +779,10 @@ def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Genera
     refined = levels > 0
     with np.errstate(invalid="ignore", over="ignore"):
         center = _finite(np.where(refined, a + (b - a) / 2, c1))
-    # 4. second spread around the (refined) center. Every column off the annulus path gets its second spread (its share is in ρ_j whether or
-    #    not it was refined), and the spread used is min(s2, s1 + |c1 − center|) (post-processing):
-    #    the median distance to the center is at most the one to c1 plus the move, so a wild
+    # 4. second spread around the (refined) center, its base measure anchored at the center's
+    #    octave. Every column off the annulus path gets its second spread (its share is in ρ_j
+    #    whether or not it was refined), and the spread used is min(s2, s1 + |c1 − center|)
+    #    (post-processing): the median distance to the center is at most the one to c1 plus the move, so a wild
     #    large draw of either step (a flat stretch of the base measure outweighs the data at small
     #    n·ε) no longer sets the clip radius unless both are wild (issue 11, real data at n = 300)
     spread = s1
