@@ -60,6 +60,10 @@ def column(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
         return rng.normal(1000, 1, n)
     if kind == "lognorm":
         return rng.lognormal(0, 1, n)
+    if kind == "n7":
+        return rng.normal(7, 2, n)
+    if kind == "n3":
+        return rng.normal(3, 1, n)
     raise ValueError(kind)
 
 

@@ -84,11 +84,11 @@ def test_spread_is_bounded_by_the_first_spread_plus_the_move(monkeypatch):
 @pytest.mark.parametrize("d", [1, 2])
 def test_spread_bound_never_raises_the_second_spread(monkeypatch, d):
     """Post-processing only lowers: the spread used is at most the second spread's release and at
-    most ``s1 + |c1 − c|`` (seeds 0–19, N(7, 1) columns, n = 1000; the second spread runs in every
+    most ``s1 + |c1 − c|`` (seeds 0–19, N(21, 1) columns, n = 1000; the second spread runs in every
     seed: none of these columns takes the annulus path)."""
     for seed in range(20):
         seen = _spreads(monkeypatch)
-        x = np.random.default_rng(seed).normal(7.0, 1.0, size=(1000, d))
+        x = np.random.default_rng(seed).normal(21.0, 1.0, size=(1000, d))
         out = S.coordinate_mean(x, 1000, Fraction(1), np.random.default_rng(seed), may_switch=False)
         assert len(seen) == 2, seed
         (c1, s1), (c, s2) = seen

@@ -262,29 +262,55 @@ def test_binary_majority_atom_at_one_within_three_oracles():
 
 # ------------------------------------------- step 1: point cells ±2^e (an atom on an octave edge)
 def test_point_cells_known_answers():
-    """point_cells(−2): the octave cells of octave_cells(−2) with each finite left edge split off
-    as a point cell [v, nextafter(v)) (not the cell around 0's −2⁻², not −∞): still a partition of
-    the floats; a point's geometry is [v, v], an octave cell's the dyadic [2^e, 2^{e+1}). The
-    base measure: a point weighs PRIOR_POINT = 1/8 of its octave cell, the points ±1 PRIOR_UNIT = 32
-    flat cells. On a 0/1 column with 7 ones of 10 the point 1 is the only cell of utility 0."""
+    """point_cells(−2): the octave cells of octave_cells(−2) (in their order, each as its first
+    piece), then the points — each finite left edge ±2^e (not the cell around 0's −2⁻², not −∞)
+    and the integers ±3, ±5 … ±7, ±9 … ±15 (integer_points) —, then the further open pieces
+    between the integer points: still a partition of the floats; a point's geometry is [v, v],
+    every piece's its dyadic octave [2^e, 2^{e+1}). Base measure: every piece at its octave cell's
+    weight, the points ±1 PRIOR_UNIT = 32 flat cells, the points ±2 … ±15 PRIOR_INT = 8 flat cells,
+    the other points ±2^e PRIOR_POINT = 1/8 of their octave cell. On a 0/1 column with 7 ones of
+    10 the point 1 is the only cell of utility 0, on a 0/3 column with 7 threes the point 3."""
     lo, hi, oct_, point, a, b = S.point_cells(-2)
     o_lo, o_hi, _ = S.octave_cells(-2)
-    assert point.sum() == o_lo.size - 2 and np.array_equal(a[~point], o_lo) and np.array_equal(b[~point], o_hi)
-    assert sorted(a[point].tolist()) == sorted([v for v in o_lo.tolist() if math.isfinite(v) and v != -0.25])
+    ints = S.integer_points()
+    assert sorted(ints.tolist()) == sorted(v * s for v in [3, 5, 6, 7] + list(range(9, 16)) for s in (1, -1))
+    n_oct = o_lo.size
+    assert np.array_equal(a[:n_oct], o_lo) and np.array_equal(b[:n_oct], o_hi) and not point[:n_oct].any()
+    assert point.sum() == n_oct - 2 + ints.size and not point[n_oct + point.sum():].any()
+    assert sorted(a[point].tolist()) == sorted([v for v in o_lo.tolist() if math.isfinite(v) and v != -0.25]
+                                               + ints.tolist())
     assert np.array_equal(a[point], b[point]) and np.array_equal(lo[point], a[point])
-    for v in [0.0, 0.25, -0.25, 0.2, 0.5, -0.5, 1.0, -1.0, 1.5, 3.0, 2.0**1023, 1e300, -1e300, 1.7e308, 5e-324]:
+    assert np.array_equal(hi[point], np.nextafter(lo[point], np.inf))
+    order = np.argsort(lo)  # a partition: consecutive cells meet, from −∞ to ∞
+    assert np.array_equal(hi[order][:-1], lo[order][1:]) and lo[order][0] == -np.inf and hi[order][-1] == np.inf
+    for v in [0.0, 0.25, -0.25, 0.2, 0.5, -0.5, 1.0, -1.0, 1.5, 3.0, -3.0, 2.5, 3.5, -2.5, 15.5, 16.0,
+              2.0**1023, 1e300, -1e300, 1.7e308, 5e-324]:
         assert int(((lo <= v) & (v < hi)).sum()) == 1, v
     inside = lambda v: int(np.flatnonzero((lo <= v) & (v < hi))[0])  # noqa: E731
-    assert point[inside(1.0)] and point[inside(-1.0)] and point[inside(0.25)] and not point[inside(0.0)]
+    for v in (1.0, -1.0, 0.25, 3.0, -3.0, 7.0, 15.0, -9.0, 16.0):
+        assert point[inside(v)] and a[inside(v)] == v, v
+    assert not point[inside(0.0)]
     k = inside(1.5)
     assert not point[k] and (a[k], b[k]) == (1.0, 2.0) and lo[k] == np.nextafter(1.0, 2.0)
+    for v, piece, geo in ((2.5, (np.nextafter(2.0, 3.0), 3.0), (2.0, 4.0)), (3.5, (np.nextafter(3.0, 4.0), 4.0), (2.0, 4.0)),
+                          (-2.5, (np.nextafter(-3.0, 0.0), -2.0), (-4.0, -2.0)),
+                          (15.5, (np.nextafter(15.0, 16.0), 16.0), (8.0, 16.0))):
+        k = inside(v)
+        assert not point[k] and (lo[k], hi[k]) == piece and (a[k], b[k]) == geo, v
     lp = S.point_cell_log_prior(oct_, point, a, -2)
     one, half = inside(1.0), inside(0.5)
     assert math.isclose(lp[one] - lp[inside(1.5)], math.log(32.0))
     assert math.isclose(lp[half] - lp[inside(0.75)], math.log(0.125))
+    for v in (2.0, 3.0, -3.0, 8.0, 15.0):  # ±2 … ±15, the powers of two among them included
+        assert math.isclose(lp[inside(v)] - lp[inside(2.5 if abs(v) < 4 else 9.5)], math.log(8.0)), v
+    assert math.isclose(lp[inside(16.0)] - lp[inside(17.0)], math.log(0.125))
+    assert lp[inside(2.5)] == lp[inside(3.5)] == lp[inside(-2.5)]  # every piece at its octave's weight
     x = np.array([0.0] * 3 + [1.0] * 7)
     u = S.cell_utility(np.sort(x), lo, hi)
+    k = inside(1.5)
     assert np.flatnonzero(u == 0).tolist() == [one] and u[k] == -10 and u[0] == -4
+    u3 = S.cell_utility(np.sort(3.0 * x), lo, hi)
+    assert np.flatnonzero(u3 == 0).tolist() == [inside(3.0)]
 
 
 def test_center_atom_tied_and_point_branch_as_called(monkeypatch):
@@ -381,6 +407,79 @@ def test_zero_spread_atom_weight_known_answers():
         extra = S.zero_spread_log_prior(anchor) - decay  # the atom weight alone
         assert k[extra > 0].tolist() == want
         assert np.allclose(extra[extra > 0], math.log(S.ZERO_SPREAD_ATOM)) and not extra[extra <= 0].any()
+
+
+def test_zero_spread_atom_weight_at_an_integer_point():
+    """Around an integer point v (step 1's integer point cells) the weighted annuli are the five
+    ``[g_{k−5}, g_k)`` that hold |v|, the distance from the point to 0: k = 7 … 11 for ±3
+    (g_6 = 2^1.5 <= 3 < g_7 = 2^1.75, g_11 = 2^2.75 > 3 >= g_6), 12 … 16 for ±7, 16 … 20 for 15;
+    for v = ±2^anchor the same as without the distance (the points ±2^e, the cell around 0)."""
+    k = S.GRID_K
+    for anchor, v, want in ((1.0, 3.0, [7, 8, 9, 10, 11]), (1.0, -3.0, [7, 8, 9, 10, 11]),
+                            (2.0, 7.0, [12, 13, 14, 15, 16]), (3.0, 15.0, [16, 17, 18, 19, 20])):
+        decay = -S.ZERO_SPREAD_DECAY * np.maximum(k / 4.0 - anchor, 0.0) * math.log(2.0)
+        extra = S.zero_spread_log_prior(anchor, v) - decay
+        assert k[extra > 0].tolist() == want, v
+        grid = S.positive_grid()
+        assert (grid[extra > 0] > abs(v)).all() and (grid[extra > 0] * 2.0**-1.25 <= abs(v)).all()
+    for anchor in (0.0, 3.0, -3.0):
+        assert np.array_equal(S.zero_spread_log_prior(anchor, 2.0**anchor), S.zero_spread_log_prior(anchor))
+        assert np.array_equal(S.zero_spread_log_prior(anchor, -(2.0**anchor)), S.zero_spread_log_prior(anchor))
+
+
+def test_integer_point_branch_as_called(monkeypatch):
+    """On a 0/3 column with 70 % threes (d = 1, n = 400, ε = 20) coordinate_mean picks the point 3
+    and runs three exponential mechanisms (cell, annulus spread, clip): the center is exactly 3,
+    the spread's base measure is spread_log_prior(1) + zero_spread_log_prior(1, 3) (the annuli that
+    hold the distance 3 weighted), its sampler ε 2·e_s1_zero; the annulus utility is 0 exactly on
+    the five annuli holding the zeros' distance 3. Deterministic. (Before the integer point cells:
+    the octave [2, 4), a refinement level and a second spread, five calls.)"""
+    calls = record_exponential_mechanism(monkeypatch, S)
+    x = 3.0 * (np.random.default_rng(SEED).random(400) < 0.7)
+    eps, dlt = Fraction(20), Fraction(1, 10**6)
+    out = S.coordinate_mean(x[:, None], 400, eps, np.random.default_rng(7), dlt, may_switch=False)
+    b = S.coordinate_budget(eps, dlt, 1)
+    lo, hi, _, point, a, _ = S.point_cells(S.CELL_E_MIN)
+    assert out is not None and len(calls) == 3 and point[calls[0][3]] and a[calls[0][3]] == 3.0
+    assert out["center"][0] == 3.0
+    (u_1, mu_1, e_1, _) = calls[1]
+    mu = S.base_measure(S.spread_log_prior(np.array([1.0]))[0] + S.zero_spread_log_prior(1.0, 3.0))
+    assert np.array_equal(mu_1, mu) and e_1 == 2 * b.e_s1_zero
+    assert S.GRID_K[u_1 == 0].tolist() == [7, 8, 9, 10, 11]
+    assert 3.0 <= out["spread"][0] <= 3.0 * 2.0**1.25
+
+
+def _wild_releases(runs: int, column, d: int = 1, n: int = 300) -> int:
+    """Releases (of ``runs``) of d columns drawn by ``column(rng, n, d)``, ε = 1, with a column
+    more than 10× the range oracle's median error away (data and release seeds ``[SEED, s]``)."""
+    z = math.sqrt(2 * math.log(1.25 * d / 1e-6)) * d / n  # the oracle's sd over the column's range
+    wild = 0
+    for s in range(runs):
+        rng = np.random.default_rng([SEED, s])
+        x = column(rng, n, d)
+        r = private_mean(x, epsilon=1.0, delta=1e-6, rng=np.random.default_rng([SEED, s, 1]))
+        if r.ok:
+            span = np.where(x.max(0) > x.min(0), x.max(0) - x.min(0), 1.0)
+            wild += int((np.abs(r.mean - x.mean(0)) / (0.674 * span * z)).max() > 10)
+    return wild
+
+
+def test_integer_atom_small_n_no_wild_release(monkeypatch):
+    """One 0/3 column with 70 % threes, n = 300, ε = 1: the atom 3 holds the median inside the
+    octave [2, 4); without the integer point cells the two spread steps had only the 90 zeros as
+    evidence at exp(ε·u/2) and a wild small draw clipped them. Measured over 500 runs (seed
+    families 20261207 and 20261208, 200 each, and this test's 100 at SEED): wild releases 9 of 500
+    (1.8 %) with the integer points, 147 of 500 (29.4 %) without (INT_E_MAX = 0; 33 of 100 at SEED).
+    Fails when more than 6 of 100 are wild (P[Bin(100, 0.018) >= 7] ≈ 2.3·10⁻³); the negative
+    control must have at least 15 (P[Bin(100, 0.294) <= 14] ≈ 2.5·10⁻⁴)."""
+    def column(rng, n, d):
+        return 3.0 * (rng.random((n, d)) < 0.7)
+
+    wild = _wild_releases(100, column)
+    monkeypatch.setattr(S, "INT_E_MAX", 0)
+    control = _wild_releases(100, column)
+    print(f"seed={SEED}: wild releases {wild} of 100; control (no integer points) {control} of 100")
+    assert wild <= 6 and control >= 15, (wild, control)
 
 
 def _wild_indicator_releases(runs: int, d: int = 3, n: int = 300, p: float = 0.1) -> int:

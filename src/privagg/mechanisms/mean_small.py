@@ -221,6 +221,19 @@ PRIOR_ZERO = 32.0
 PRIOR_POINT = 0.125
 #: ... and the points ±1 (the atoms of 0/1 and ±1 columns and of counts) weigh this many flat cells.
 PRIOR_UNIT = 32.0
+#: Step 1's integer point cells: the integers inside the octaves ``±[2, 2^{INT_E_MAX + 1})`` that are
+#: not their left edges (±3, ±5 … ±7, ±9 … ±15) are point cells too (:func:`integer_points`), and
+#: every point ±2 … ±(2^{INT_E_MAX + 1} − 1) (the powers of two among them included) weighs
+#: PRIOR_INT flat cells (public). Why: an atom holding the median at such an integer (a rating's
+#: middle value, a count; 0/3 with 70 % threes) sat inside its octave cell, and its two spread steps
+#: had only the other rows as evidence at ``exp(ε·u/2)``: wild (a column > 10× the range oracle's
+#: median error) in 13–22 of 60 runs at d × n = 1 × 300 … 5 × 1000; at PRIOR_POINT = 1/8 the point 8
+#: of a 0/8 column lost to the tiny cells between the atoms at d >= 3, n = 300 (17, 26 of 60).
+#: Measured (benchmarks/mean_atoms_small_n.py, 60 runs; docs/utility/mean.md, eighth stop): 1/8, 1, 4,
+#: 8, 16 for every point (at 16 N(50, 10²) columns at d = 5, n = 300 went wild 1 → 14 of 60: far
+#: points outweighed the data), then 4 and 8 for these small points only.
+INT_E_MAX = 3
+PRIOR_INT = 8.0
 #: The annulus step's base measure decays as ``g^{−ZERO_SPREAD_DECAY}`` above 2⁰ (public): a
 #: spread too small clips the few untied rows (bias at most their share), one too large inflates
 #: the sum's noise without bound; with few untied rows (0/1, p = 0.05, n = 300: 15) the data
@@ -573,29 +586,61 @@ def spread_log_prior(anchor: np.ndarray) -> np.ndarray:
 def point_cells(e_min: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Step 1's public candidates ``(lo, hi, octave, point, a, b)``: the cells of
     :func:`octave_cells` ``(e_min)`` with each finite left edge ``v = lo`` (``±2^e``; not that of
-    the cell around 0 nor of the cell below −2^1023) split off as a point cell ``[v, nextafter(v, ∞))``
-    (``point`` True, appended after the octave cells), the octave cell keeping ``[nextafter(v, ∞), hi)``
-    for the utility (a partition of the floats again). ``a, b``: the cells' geometry for the center
-    and the refinement: the dyadic ``[lo, hi)`` of :func:`octave_cells` for an octave cell (its
-    subcell edges stay dyadic), ``[v, v]`` for a point (width 0: no refinement)."""
+    the cell around 0 nor of the cell below −2^1023) and each integer ``v`` inside the octaves
+    ``±[2, 2^{INT_E_MAX + 1})`` (±3, ±5 … ±7, …: :func:`integer_points`) split off as a point cell
+    ``[v, nextafter(v, ∞))`` (``point`` True), the rest of an octave cell kept as the open pieces
+    between its points (a partition of the floats again). Order: the octave cells (each as its
+    first piece, so the cell around 0 keeps index 0), then the points, then the further pieces.
+    ``a, b``: the cells' geometry for the center and the refinement: the dyadic ``[lo, hi)`` of
+    :func:`octave_cells` for every piece of an octave cell (its subcell edges stay dyadic),
+    ``[v, v]`` for a point (width 0: no refinement)."""
     lo, hi, oct_ = octave_cells(e_min)
     split = np.isfinite(lo) & (lo != lo[0])  # not the cell around 0 (index 0), not [−∞, −2^1023)
-    v = lo[split]
+    ints = integer_points()
+    # the octave cell holding each integer point (lo <= v < hi; positive and negative octaves)
+    home = np.array([int(np.flatnonzero((lo <= v) & (v < hi))[0]) for v in ints.tolist()], dtype=np.int64)
+    v = np.concatenate([lo[split], ints])
+    v_home = np.concatenate([np.flatnonzero(split), home])
     with np.errstate(over="ignore"):
+        after = np.nextafter(v, np.inf)
         open_lo = np.where(split, np.nextafter(lo, np.inf), lo)
-    u_lo = np.concatenate([open_lo, v])
-    u_hi = np.concatenate([hi, np.nextafter(v, np.inf)])
-    octs = np.concatenate([oct_, oct_[split]])
-    point = np.concatenate([np.zeros(lo.size, bool), np.ones(v.size, bool)])
-    return u_lo, u_hi, octs, point, np.concatenate([lo, v]), np.concatenate([hi, v])
+    # the first piece of each octave cell ends at its first interior integer (or at hi)
+    first_hi = hi.copy()
+    extra_lo, extra_hi, extra_home = [], [], []
+    for c in np.unique(home).tolist():  # over the few octaves with interior integers (public)
+        pts = np.sort(ints[home == c])
+        first_hi[c] = pts[0]
+        extra_lo.append(np.nextafter(pts, np.inf))
+        extra_hi.append(np.concatenate([pts[1:], [hi[c]]]))
+        extra_home.append(np.full(pts.size, c, dtype=np.int64))
+    e_lo, e_hi = np.concatenate(extra_lo or [np.zeros(0)]), np.concatenate(extra_hi or [np.zeros(0)])
+    e_home = np.concatenate(extra_home or [np.zeros(0, np.int64)])
+    u_lo = np.concatenate([open_lo, v, e_lo])
+    u_hi = np.concatenate([first_hi, after, e_hi])
+    octs = np.concatenate([oct_, oct_[v_home], oct_[e_home]])
+    point = np.concatenate([np.zeros(lo.size, bool), np.ones(v.size, bool), np.zeros(e_lo.size, bool)])
+    a = np.concatenate([lo, v, lo[e_home]])
+    b = np.concatenate([hi, v, hi[e_home]])
+    return u_lo, u_hi, octs, point, a, b
+
+
+def integer_points() -> np.ndarray:
+    """The integers inside the octaves ``±[2^e, 2^{e+1})``, ``e = 1 … INT_E_MAX``, that are not
+    their left edges (±3, ±5, ±6, ±7, …; public, float64): step 1's integer point cells."""
+    pos = [float(v) for e in range(1, INT_E_MAX + 1) for v in range(2**e + 1, 2 ** (e + 1))]
+    return np.array(pos + [-v for v in pos], dtype=np.float64)
 
 
 def point_cell_log_prior(oct_: np.ndarray, point: np.ndarray, value: np.ndarray, e_min: int) -> np.ndarray:
-    """:func:`cell_log_prior` over :func:`point_cells` (``value``: their ``a``), the point cells
-    at :data:`PRIOR_POINT` times their octave cell's weight, the points ±1 at :data:`PRIOR_UNIT`
-    (public)."""
-    unit = point & (np.abs(value) == 1.0)
-    w = np.where(unit, math.log(PRIOR_UNIT), np.where(point, math.log(PRIOR_POINT), 0.0))
+    """:func:`cell_log_prior` over :func:`point_cells` (``value``: their ``a``): every piece of an
+    octave cell at its octave cell's weight, the points ``±2^e`` at :data:`PRIOR_POINT` times it,
+    the points ±1 at :data:`PRIOR_UNIT` flat cells, the integer points at :data:`PRIOR_INT` times
+    their octave cell's weight (public)."""
+    mag = np.abs(value)
+    unit = point & (mag == 1.0)
+    small = point & (mag >= 2.0) & (mag < 2.0 ** (INT_E_MAX + 1))  # ±2 … ±(2^{INT_E_MAX+1} − 1)
+    w = np.where(unit, math.log(PRIOR_UNIT),
+                 np.where(small, math.log(PRIOR_INT), np.where(point, math.log(PRIOR_POINT), 0.0)))
     return cell_log_prior(oct_, e_min) + w
 
 
@@ -629,16 +674,18 @@ def edge_tied_counts(below: np.ndarray, lo_edges: np.ndarray, a: float) -> np.nd
     return np.concatenate([lo, b[g : 2 * g]])
 
 
-def zero_spread_log_prior(anchor: float = 0.0) -> np.ndarray:
+def zero_spread_log_prior(anchor: float = 0.0, distance: float = 0.0) -> np.ndarray:
     """The annulus step's extra ``ln`` base measure over the spread grid: ``−ZERO_SPREAD_DECAY·
     ln(g_k/2^m)`` above ``2^m``, 0 below, ``m = max(anchor, 0)`` (public: ``anchor`` the octave
     of the released point; 0 for the cell around 0 and the points ``±2^e``, e <= 0), plus
-    ``ln ZERO_SPREAD_ATOM`` for the annuli ``[g_{k−1−τ}, g_k)`` that hold ``2^anchor`` (the
-    distance from the point ``±2^anchor`` to 0; 1 around 0): ``4·anchor < k <= 4·anchor + 1 + τ``
-    (τ = :data:`COORD_SPREAD_TOL`)."""
+    ``ln ZERO_SPREAD_ATOM`` for the annuli ``[g_{k−1−τ}, g_k)`` (τ = :data:`COORD_SPREAD_TOL`)
+    that hold ``t``, the distance from the released point to 0: ``t = |distance|`` (the point),
+    or ``2^anchor`` when it is 0 (1 around 0). For ``t = 2^anchor``: ``4·anchor < k <= 4·anchor + 1 + τ``."""
     m = max(float(anchor), 0.0)
-    a = 4 * int(anchor)
-    atom = (GRID_K > a) & (GRID_K <= a + 1 + COORD_SPREAD_TOL)
+    t = abs(float(distance)) if distance != 0.0 else math.ldexp(1.0, int(anchor))
+    grid = positive_grid()
+    inner = np.exp2((GRID_K - 1 - COORD_SPREAD_TOL) / 4.0)
+    atom = (inner <= t) & (t < grid)
     decay = -ZERO_SPREAD_DECAY * np.maximum(GRID_K / 4.0 - m, 0.0) * math.log(2.0)
     return decay + atom * math.log(ZERO_SPREAD_ATOM)
 
@@ -685,7 +732,7 @@ def centred_spread(source: Any, center: np.ndarray, n: int, eps: Fraction, ancho
             continue
         util = np.stack([utility(below[j][grid.size:], below[j][: grid.size], n) for j in idx.tolist()])
         mu = base_measure(lp[idx] if e is not None
-                          else lp[idx] + np.stack([zero_spread_log_prior(anchor[j]) for j in idx.tolist()]))
+                          else lp[idx] + np.stack([zero_spread_log_prior(anchor[j], center[j]) for j in idx.tolist()]))
         pick[idx] = exponential_mechanism(util, mu, eps if e is not None else 2 * eps_zero, gen)
     return grid[pick]
 
