@@ -295,6 +295,26 @@ def centred_spread_utility(below_hi: np.ndarray, below_lo: np.ndarray, n: int) -
     return -np.maximum(np.maximum(t2 - 2 * c, 2 * below - t2), 0)
 
 
+def centred_spread_mass_utility(below_hi: np.ndarray, below_lo: np.ndarray, n: int) -> np.ndarray:
+    """Steps 2 and 4's utility off the annulus path: with ``C_k`` and ``Z = C_0`` as in
+    :func:`centred_spread_utility`, ``u_k = −max(2·(n − C_k), 2·(C_{k−1−τ} − Z))`` (``C_{<0} :=
+    Z``, τ = :data:`COORD_SPREAD_TOL`): twice the larger of the untied rows beyond ``g_k`` and the
+    untied rows within ``g_{k−1−τ}``. Monotone: adding a row moves ``n − C_k`` by ``1 − c_k`` and
+    ``C_{k−1−τ} − Z`` by ``c_{k−1−τ} − z``, both in {0, 1} (``z <= c_{k−1−τ} <= c_k``), so every
+    ``u_k`` moves by 0, −1 or −2 and the weights ``exp(ε·u/2)`` (the sampler at ε) are
+    ε-bounded-range. Off the good spreads it is :func:`centred_spread_utility` minus the untied
+    count ``n − Z`` (the same weights up to a constant); on them (the untied median in
+    ``(g_{k−1−τ}, g_k]``) it is ``>= −(n − Z)`` instead: the untied rows inside the band count
+    for it, up to twice the margin in nats where they all lie there (a two-point column; data far
+    from the first center ``c1``) (docs/proofs/mean.md §11)."""
+    c = np.asarray(below_hi, dtype=np.int64) - np.asarray(below_lo, dtype=np.int64)
+    z = c[..., :1]
+    j = 1 + COORD_SPREAD_TOL
+    inner = np.broadcast_to(z, c.shape).copy()  # C_{k−1−τ}, Z below the grid
+    inner[..., j:] = c[..., :-j]
+    return -np.maximum(2 * (np.int64(n) - c), 2 * (inner - z))
+
+
 def annulus_spread_utility(below_hi: np.ndarray, below_lo: np.ndarray, n: int) -> np.ndarray:
     """The first spread's utility for a column whose released cell is the one around 0 (step 2,
     no refinement follows: its ρ share and the second spread's go to this step): with ``C_k`` and
@@ -393,6 +413,30 @@ def cell_utility_of_counts(below_lo: np.ndarray, below_hi: np.ndarray, n: int, f
     u = np.maximum(0, np.maximum(2 * below_lo - n, 2 * above - n))
     if floor > 0:
         u = np.maximum(u, np.int64(floor) - (below_hi - below_lo))
+    return -u
+
+
+def cell_mass_utility(sorted_col: np.ndarray, lo: np.ndarray, hi: np.ndarray, floor: int = 0) -> np.ndarray:
+    """:func:`cell_mass_utility_of_counts` on one sorted column."""
+    return cell_mass_utility_of_counts(np.searchsorted(sorted_col, lo, side="left"),
+                                       np.searchsorted(sorted_col, hi, side="left"), sorted_col.size, floor)
+
+
+def cell_mass_utility_of_counts(below_lo: np.ndarray, below_hi: np.ndarray, n: int, floor: int = 0) -> np.ndarray:
+    """Steps 1 and 3's utility: ``u([a, b)) = −max(2·#{x < a}, 2·#{x >= b}, n + τ − #{x ∈ [a, b)})``
+    (τ = ``floor``, public; for τ = 0 the third term never binds). Monotone: adding a row moves the
+    first two terms by 0 or 2 and the third by 0 or 1, so every ``u`` moves by 0, −1 or −2 and the
+    weights ``exp(ε·u/2)`` (the sampler at ε) are ε-bounded-range (docs/proofs/mean.md §11). Off the
+    cells that hold a median and at least τ rows it is :func:`cell_utility_of_counts` minus n (the
+    same weights up to a constant); on them it is ``−max(2·#{x < a}, 2·#{x >= b}, …) >= −n`` instead
+    of ``−n``: the rows a median cell holds count for it, up to twice the margin in nats where the
+    median cell holds most rows (data far from 0 relative to its spread; an atom at the median)."""
+    below_lo = np.asarray(below_lo, dtype=np.int64)
+    below_hi = np.asarray(below_hi, dtype=np.int64)
+    above = n - below_hi
+    u = np.maximum(2 * below_lo, 2 * above)
+    if floor > 0:
+        u = np.maximum(u, np.int64(n + floor) - (below_hi - below_lo))
     return -u
 
 
@@ -726,7 +770,7 @@ def centred_spread(source: Any, center: np.ndarray, n: int, eps: Fraction, ancho
         below[j] = edge_tied_counts(below[j], edges[j][: grid.size], edge[j])
     lp = spread_log_prior(anchor)
     pick = np.empty(d, dtype=np.int64)
-    for mask, utility, e in ((~zero, centred_spread_utility, eps), (zero, annulus_spread_utility, None)):
+    for mask, utility, e in ((~zero, centred_spread_mass_utility, eps), (zero, annulus_spread_utility, None)):
         idx = np.flatnonzero(mask)
         if idx.size == 0:
             continue
@@ -791,7 +835,7 @@ def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Genera
     lo, hi, oct_, is_point, geo_a, geo_b = point_cells(CELL_E_MIN)
     below = source.below_counts([np.concatenate([lo, hi])] * d)  # one pass, d columns
     tau = cell_floor(n_hat)  # public: the released count
-    util = np.stack([cell_utility_of_counts(b[: lo.size], b[lo.size :], n, tau) for b in below])
+    util = np.stack([cell_mass_utility_of_counts(b[: lo.size], b[lo.size :], n, tau) for b in below])
     pick = exponential_mechanism(util, base_measure(point_cell_log_prior(oct_, is_point, geo_a, CELL_E_MIN)),
                                  bud.e_cell, gen)
     # the cell around 0 or a point cell (public): L_j = 0 (width <= 2⁻¹⁰²¹), no second spread
@@ -820,7 +864,7 @@ def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Genera
             sub_hi = a[j] + steps[1:] * w
             edges = [np.concatenate([sub_lo, sub_hi]) if i == j else np.zeros(0) for i in range(d)]
             bl = source.below_counts(edges)[j]
-            util_j = cell_utility_of_counts(bl[: sub_lo.size], bl[sub_lo.size :], n)
+            util_j = cell_mass_utility_of_counts(bl[: sub_lo.size], bl[sub_lo.size :], n)
             k = exponential_mechanism(util_j[None, :], np.ones(1, np.int64), e_lv, gen)[0]
             a[j], b[j] = sub_lo[k], sub_hi[k]
     refined = levels > 0
