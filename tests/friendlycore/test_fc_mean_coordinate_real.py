@@ -48,8 +48,14 @@ def test_real_columns_small_n_no_wild_releases():
 
 
 def test_real_columns_negative_control(monkeypatch):
-    """The selections' ρ/d in fifths again (the spread bound kept): measured 8 of 30 (fails)."""
+    """The selections' ρ/d in fifths again and the median utilities of the cell, level and spread
+    steps (``cell_utility_of_counts``, ``centred_spread_utility``: the plan before the mass
+    utilities of 2026-12-06; the spread bound and the integer point cells kept): measured 13 of 30
+    (fails). Fifths alone: 1 of 30 (the mass utilities' margin covers the smaller cell share here;
+    8 of 30 with the median utilities before the integer point cells)."""
     monkeypatch.setattr(S, "COORD_SHARES", (Fraction(1, 5),) * 5)
+    monkeypatch.setattr(S, "cell_mass_utility_of_counts", S.cell_utility_of_counts)
+    monkeypatch.setattr(S, "centred_spread_mass_utility", S.centred_spread_utility)
     got = _garbage()
     print("control, fifths: wild releases", got)
     assert got > 2

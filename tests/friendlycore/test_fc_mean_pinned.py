@@ -32,7 +32,11 @@ its need fits twice into the rows it counts, the sums get the rest; clip rules u
 within 0.032 of its old value: fc_d2_bench −0.0015, handover_d10_bench +0.0026, pair_radius_d3
 −0.031 (sd 2), fc_d24_gemm −0.0013, lattice_dups_d3 +0.0029, fc_d10_scales −0.0042) and
 ``small_d24`` (its release bit for bit: the reported ε is the largest over the plans, which now
-include the large-sample ones, 0.9999999999999996 ≤ 1).
+include the large-sample ones, 0.9999999999999996 ≤ 1); and the three releases that run the
+coordinate plan's selections (``coordinate_d2``, ``units_d2``, and ``handover_d10_bench``, which
+runs them before it hands over) at the monotone mass utilities of the cell, level and spread steps
+and the integer point cells (docs/proofs/mean.md §11, 2026-12-06, eighth stop; mean[0] 6.98415 →
+6.99302 (N(7, 1), n = 1000), 100.01784 → 100.04077, −1722.1064 → −1722.0918; clip rules unchanged).
 """
 
 from __future__ import annotations
@@ -58,14 +62,14 @@ PINNED = {
         "-0x1.d21e031e33333p+12"
     ),
     "handover_d10_bench": (
-        "9dafbe0f195384cad1c571b727cc2901",  # re-pinned: large-sample shares
+        "64204ce57be996e2ccb9f87f20151fec",  # re-pinned: mass utilities, integer point cells
         "tail",
-        "-0x1.ae86ceb2cb284p+10"
+        "-0x1.ae85dffae231dp+10"
     ),
     "coordinate_d2": (
-        "ecc9fefdf1dc6f167e11e9411f459f00",  # re-pinned: the cell's 2/5 and the spread bound
+        "50ae8707894d9160f12ded1174db5325",  # re-pinned: mass utilities, integer point cells
         "coordinate",
-        "0x1.befc561c87e93p+2"
+        "0x1.bf8db6db6db6ep+2"
     ),
     "handover_d2_far": (
         "43d1b72020bc988e38241d49ab1d04f6",
@@ -98,9 +102,9 @@ PINNED = {
         "0x1.41b95501897a7p+1"
     ),
     "units_d2": (
-        "882ad0ef2b94f689142cb6e02f0152f8",  # re-pinned: the cell's 2/5 and the spread bound
+        "15d8c2dd426da647c30f8723235e47a2",  # re-pinned: mass utilities, integer point cells
         "coordinate",
-        "0x1.901244d653595p+6"
+        "0x1.9029bf417d05fp+6"
     ),
     "fc_d10_scales": (
         "e234d37ab95d934d98a54c4269203426",  # re-pinned: large-sample shares
