@@ -292,7 +292,8 @@ def test_point_cells_known_answers():
     assert not point[inside(0.0)]
     k = inside(1.5)
     assert not point[k] and (a[k], b[k]) == (1.0, 2.0) and lo[k] == np.nextafter(1.0, 2.0)
-    for v, piece, geo in ((2.5, (np.nextafter(2.0, 3.0), 3.0), (2.0, 4.0)), (3.5, (np.nextafter(3.0, 4.0), 4.0), (2.0, 4.0)),
+    for v, piece, geo in ((2.5, (np.nextafter(2.0, 3.0), 3.0), (2.0, 4.0)),
+                          (3.5, (np.nextafter(3.0, 4.0), 4.0), (2.0, 4.0)),
                           (-2.5, (np.nextafter(-3.0, 0.0), -2.0), (-4.0, -2.0)),
                           (15.5, (np.nextafter(15.0, 16.0), 16.0), (8.0, 16.0))):
         k = inside(v)

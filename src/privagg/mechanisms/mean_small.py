@@ -13,25 +13,28 @@ COORD_LOW) for all the selections as ONE group of exponential mechanisms compose
 (``ρ = rho_for(ε_sel, δ/2)``, ``ρ/d`` per column split by :data:`COORD_SHARES`: the cell 2/5, four steps 3/20; an
 exponential mechanism at ε is ε²/8-zCDP), and the rest, pure, for the d clipped sums. Per column ``j``:
 
-1. an octave cell (location first): the exponential mechanism (Δ = 1) on :func:`cell_utility`
-   over the public partition :func:`point_cells` ``(CELL_E_MIN)`` (all of the floats: the octave
-   cells of :func:`octave_cells` with their left edges ``±2^e`` split off as point cells), base
-   measure :func:`point_cell_log_prior` (the cell around 0 weighs :data:`PRIOR_ZERO` flat cells,
-   the points ±1 :data:`PRIOR_UNIT`, the other points :data:`PRIOR_POINT`), a cell holding fewer
+1. an octave cell (location first): the exponential mechanism on :func:`cell_mass_utility_of_counts`
+   (monotone: a row moves it by 0, −1 or −2, weights ``exp(ε·u/2)``: ε-bounded-range) over the
+   public partition :func:`point_cells` ``(CELL_E_MIN)`` (all of the floats: the octave cells of
+   :func:`octave_cells` with their left edges ``±2^e`` and the integers ±3, ±5 … ±15 split off as
+   point cells), base measure :func:`point_cell_log_prior` (the cell around 0 weighs
+   :data:`PRIOR_ZERO` flat cells, the points ±1 :data:`PRIOR_UNIT`, ±2 … ±15 :data:`PRIOR_INT`,
+   the other points :data:`PRIOR_POINT`), a cell holding fewer
    than ``⌊n̂·CELL_FLOOR⌋`` rows losing what it lacks (:data:`CELL_FLOOR`); ``c1`` the midpoint
    of the dyadic cell (0 for the cell around 0, the point itself for a point cell);
-2. a first spread ``s1``: the exponential mechanism (Δ = 1) on :func:`centred_spread_utility`,
-   the untied median of ``|x − c1|`` over ``2^{k/4}`` (2⁻⁹⁰⁰ … 2⁸⁰⁰), good within
-   :data:`COORD_SPREAD_TOL` grid steps above the median; base measure :func:`spread_log_prior`
+2. a first spread ``s1``: the exponential mechanism on :func:`centred_spread_mass_utility`
+   (monotone, as step 1's), around the untied median of ``|x − c1|`` over ``2^{k/4}``
+   (2⁻⁹⁰⁰ … 2⁸⁰⁰), good within :data:`COORD_SPREAD_TOL` grid steps above the median; base measure :func:`spread_log_prior`
    (flat around 2⁰ and around ``c1``'s octave); for a column whose cell is the one around 0 or a
    point cell (no levels, no second spread follow) instead :func:`annulus_spread_utility`
    (monotone: weights ``exp(ε·u)``) at the three shares of steps 2–4 (``e_s1_zero``), base
-   measure also :func:`zero_spread_log_prior`; in every spread step the intervals
+   measure also :func:`zero_spread_log_prior` (the annuli holding the point's distance to 0
+   weighted); in every spread step the intervals
    ``[c − g_k, c + g_k)`` end at least at ``nextafter(c, ∞)``, so the rows equal to ``c`` are
    tied for any ``c`` (for ``c ≠ 0``, ``c + 2⁻⁹⁰⁰`` rounds to ``c``: the set was empty);
 3. ``L_j`` = :func:`levels_needed` ``(cell width, s1/COORD_LEVEL_DIV)`` refinement levels (public):
    each splits the cell into :data:`COORD_BRANCH` subcells (plus one on each side) and picks one
-   (exponential mechanism, cell utility, ρ_levels/L_j each); the center is the last cell's midpoint;
+   (exponential mechanism, cell mass utility, ρ_levels/L_j each); the center is the last cell's midpoint;
 4. for every column off the annulus path a second spread ``s2`` around the (refined) center
    (as step 2, its base measure flat around 2⁰ and the center's octave, the rows on the refined
    cell's left edge also tied: :func:`edge_tied_counts`); the
@@ -707,7 +710,7 @@ def edge_tied_counts(below: np.ndarray, lo_edges: np.ndarray, a: float) -> np.nd
     ``c − g`` as computed for them), ``#{x < c − g_k}`` lowered by ``E = #{x = a}`` where
     ``a < c − g_k`` (there ``a`` lies outside ``[c − g_k, c + g_k)``; ``a < c``), so that
     ``C'_k = C_k + E·[a < c − g_k] = #{x ∈ [c − g_k, c + g_k) ∪ {a}}``: nested in k, every row at
-    ``a`` inside every set, each moved by 0 or 1 by a row: :func:`centred_spread_utility`'s proof
+    ``a`` inside every set, each moved by 0 or 1 by a row: :func:`centred_spread_mass_utility`'s proof
     holds verbatim (docs/proofs/mean.md §11). Why: an atom at the median (0/1 with p = 0.7) falls on
     the dyadic edge ``a`` of its refined cell, at the offset w/2 from the midpoint center, and the
     untied median distance was that offset (the zeros clipped in 40 of 40 runs at n = 1000)."""
@@ -724,7 +727,8 @@ def zero_spread_log_prior(anchor: float = 0.0, distance: float = 0.0) -> np.ndar
     of the released point; 0 for the cell around 0 and the points ``±2^e``, e <= 0), plus
     ``ln ZERO_SPREAD_ATOM`` for the annuli ``[g_{k−1−τ}, g_k)`` (τ = :data:`COORD_SPREAD_TOL`)
     that hold ``t``, the distance from the released point to 0: ``t = |distance|`` (the point),
-    or ``2^anchor`` when it is 0 (1 around 0). For ``t = 2^anchor``: ``4·anchor < k <= 4·anchor + 1 + τ``."""
+    or ``2^anchor`` when it is 0 (1 around 0). For ``t = 2^anchor``:
+    ``4·anchor < k <= 4·anchor + 1 + τ``."""
     m = max(float(anchor), 0.0)
     t = abs(float(distance)) if distance != 0.0 else math.ldexp(1.0, int(anchor))
     grid = positive_grid()
@@ -746,8 +750,8 @@ def spread_upper_edges(c: float, grid: np.ndarray) -> np.ndarray:
 def centred_spread(source: Any, center: np.ndarray, n: int, eps: Fraction, anchor: np.ndarray,
                    gen: np.random.Generator, zero: np.ndarray | None = None,
                    eps_zero: Fraction | None = None, edge: np.ndarray | None = None) -> np.ndarray:
-    """A spread step (docs/proofs/mean.md §11): per column, the exponential mechanism (Δ = 1) on
-    :func:`centred_spread_utility` around the released ``center`` over :func:`positive_grid`,
+    """A spread step (docs/proofs/mean.md §11): per column, the exponential mechanism on the
+    monotone :func:`centred_spread_mass_utility` around the released ``center`` over :func:`positive_grid`,
     base measure :func:`spread_log_prior` ``(anchor)``; one pass over the data. The columns of the
     public mask ``zero`` (released cell around 0 or a point cell; step 2 only) use
     :func:`annulus_spread_utility` instead, monotone: weights ``exp(eps_zero·u)`` (the sampler at
@@ -830,8 +834,8 @@ def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Genera
     source = _source(x)
     n, d = source.count(), source.d
     bud = coordinate_budget(epsilon, delta, d, low_sample(n_hat, epsilon, d))
-    # 1. octave cell of a median (cell utility, Δ = 1), the same public partition for every column
-    #    and the point cells ±2^e (point_cells: an atom on an octave edge)
+    # 1. octave cell of a median (cell mass utility, monotone), the same public partition for every
+    #    column, with the point cells ±2^e and ±3 … ±15 (point_cells: an atom holding the median)
     lo, hi, oct_, is_point, geo_a, geo_b = point_cells(CELL_E_MIN)
     below = source.below_counts([np.concatenate([lo, hi])] * d)  # one pass, d columns
     tau = cell_floor(n_hat)  # public: the released count
@@ -844,7 +848,8 @@ def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Genera
     with np.errstate(invalid="ignore", over="ignore"):
         wide = ~np.isfinite(b - a)  # the two cells beyond ±2^1023: their finite edge
         c1 = np.where(wide, np.where(np.isfinite(a), a, b), a + (b - a) / 2)
-    # 2. first spread: the untied median of |x − c1| (Δ = 1), base measure around 2⁰ and c1's octave
+    # 2. first spread around the untied median of |x − c1| (mass utility), base measure around 2⁰
+    #    and c1's octave
     #    (the cell around 0: the annulus utility, monotone, at the shares of s1, levels and s2)
     s1 = centred_spread(source, c1, n, bud.e_s1, _octave(c1), gen, zero, bud.e_s1_zero)
     with np.errstate(over="ignore"):
