@@ -324,7 +324,7 @@ MUTATIONS: tuple[Mutation, ...] = (
              ("tests/friendlycore/test_cell_floor.py::test_cell_floor_known_answers",
               "tests/friendlycore/test_cell_floor.py::test_private_mean_two_atoms_half_and_half")),
     Mutation("cell-floor-coordinate-unused", "coordinate plan: the cell step without its floor (the small-group plan keeps it)", "mechanisms/mean_small.py",
-             "cell_utility_of_counts(b[: lo.size], b[lo.size :], n, tau)", "cell_utility_of_counts(b[: lo.size], b[lo.size :], n)",
+             "cell_mass_utility_of_counts(b[: lo.size], b[lo.size :], n, tau)", "cell_mass_utility_of_counts(b[: lo.size], b[lo.size :], n)",
              ("tests/friendlycore/test_fc_mean_coordinate_audit.py::test_cell_step_call_carries_the_floor",
               "tests/friendlycore/test_cell_floor.py::test_private_mean_two_atoms_half_and_half")),
     Mutation("cell-floor-small-plan-unused", "aggregate small-group plan: the pooled cell step without the floor", GM,
