@@ -24,14 +24,14 @@ exponential mechanism at ε is ε²/8-zCDP), and the rest, pure, for the d clipp
    of the dyadic cell (0 for the cell around 0, the point itself for a point cell);
 2. a first spread ``s1``: the exponential mechanism on :func:`centred_spread_mass_utility`
    (monotone, as step 1's), around the untied median of ``|x − c1|`` over ``2^{k/4}``
-   (2⁻⁹⁰⁰ … 2⁸⁰⁰), good within :data:`COORD_SPREAD_TOL` grid steps above the median; base measure :func:`spread_log_prior`
-   (flat around 2⁰ and around ``c1``'s octave); for a column whose cell is the one around 0 or a
-   point cell (no levels, no second spread follow) instead :func:`annulus_spread_utility`
-   (monotone: weights ``exp(ε·u)``) at the three shares of steps 2–4 (``e_s1_zero``), base
-   measure also :func:`zero_spread_log_prior` (the annuli holding the point's distance to 0
-   weighted); in every spread step the intervals
-   ``[c − g_k, c + g_k)`` end at least at ``nextafter(c, ∞)``, so the rows equal to ``c`` are
-   tied for any ``c`` (for ``c ≠ 0``, ``c + 2⁻⁹⁰⁰`` rounds to ``c``: the set was empty);
+   (2⁻⁹⁰⁰ … 2⁸⁰⁰), good within :data:`COORD_SPREAD_TOL` grid steps above the median; base
+   measure :func:`spread_log_prior` (flat around 2⁰ and around ``c1``'s octave); for a column
+   whose cell is the one around 0 or a point cell (no levels, no second spread follow) instead
+   :func:`annulus_spread_utility` (monotone: weights ``exp(ε·u)``) at the three shares of steps
+   2–4 (``e_s1_zero``), base measure also :func:`zero_spread_log_prior` (the annuli holding the
+   point's distance to 0 weighted); in every spread step the intervals ``[c − g_k, c + g_k)`` end
+   at least at ``nextafter(c, ∞)``, so the rows equal to ``c`` are tied for any ``c`` (for
+   ``c ≠ 0``, ``c + 2⁻⁹⁰⁰`` rounds to ``c``: the set was empty);
 3. ``L_j`` = :func:`levels_needed` ``(cell width, s1/COORD_LEVEL_DIV)`` refinement levels (public):
    each splits the cell into :data:`COORD_BRANCH` subcells (plus one on each side) and picks one
    (exponential mechanism, cell mass utility, ρ_levels/L_j each); the center is the last cell's midpoint;
@@ -751,8 +751,8 @@ def centred_spread(source: Any, center: np.ndarray, n: int, eps: Fraction, ancho
                    gen: np.random.Generator, zero: np.ndarray | None = None,
                    eps_zero: Fraction | None = None, edge: np.ndarray | None = None) -> np.ndarray:
     """A spread step (docs/proofs/mean.md §11): per column, the exponential mechanism on the
-    monotone :func:`centred_spread_mass_utility` around the released ``center`` over :func:`positive_grid`,
-    base measure :func:`spread_log_prior` ``(anchor)``; one pass over the data. The columns of the
+    monotone :func:`centred_spread_mass_utility` around the released ``center`` over
+    :func:`positive_grid`, base measure :func:`spread_log_prior` ``(anchor)``; one pass over the data. The columns of the
     public mask ``zero`` (released cell around 0 or a point cell; step 2 only) use
     :func:`annulus_spread_utility` instead, monotone: weights ``exp(eps_zero·u)`` (the sampler at
     ``2·eps_zero``), base measure also :func:`zero_spread_log_prior` ``(anchor)``, drawn after the
@@ -779,8 +779,8 @@ def centred_spread(source: Any, center: np.ndarray, n: int, eps: Fraction, ancho
         if idx.size == 0:
             continue
         util = np.stack([utility(below[j][grid.size:], below[j][: grid.size], n) for j in idx.tolist()])
-        mu = base_measure(lp[idx] if e is not None
-                          else lp[idx] + np.stack([zero_spread_log_prior(anchor[j], center[j]) for j in idx.tolist()]))
+        mu = base_measure(lp[idx] if e is not None else  # the annulus path: atom weight at |center|
+                          lp[idx] + np.stack([zero_spread_log_prior(anchor[j], center[j]) for j in idx.tolist()]))
         pick[idx] = exponential_mechanism(util, mu, eps if e is not None else 2 * eps_zero, gen)
     return grid[pick]
 
