@@ -140,6 +140,8 @@ COORD_SHARE_OUTSIDE = Fraction(1, 40)
 #: (breast_cancer, diabetes, wine; 30 seeds) fifths gave such a column in 6–9 releases of 30 even
 #: with the spread bound of step 4, the cell at 2/5 (the others 3/20 each) in 0–1; at 1/3 (1/6
 #: each) 0–1 as well, but 3 of 30 on further seeds where 2/5 had 0 (docs/proofs/mean.md §11).
+#: Since the mass utilities (2026-12-06, eighth stop) fifths gave 1 of 30 on breast_cancer's five
+#: columns at n = 300 (2/5: 0 of 30); the shares were kept.
 COORD_SHARES = (Fraction(2, 5), Fraction(3, 20), Fraction(3, 20), Fraction(3, 20), Fraction(3, 20))
 #: Share of ε of the selections (one ρ-zCDP group) and of δ for its conversion; below
 #: ``n̂·ε/d < COORD_LOW`` (public) the selections get COORD_SHARE_SELECT_LOW (measured, 40 runs,
