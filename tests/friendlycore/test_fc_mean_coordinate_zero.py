@@ -484,18 +484,8 @@ def test_integer_atom_small_n_no_wild_release(monkeypatch):
 
 
 def _wild_indicator_releases(runs: int, d: int = 3, n: int = 300, p: float = 0.1) -> int:
-    """Releases (of ``runs``) of d 0/1 columns with a fraction p of ones, ε = 1, with a column more
-    than 10× the range oracle's median error away (data and release seeds ``[SEED, s]``)."""
-    z = math.sqrt(2 * math.log(1.25 * d / 1e-6)) * d / n  # the oracle's sd over the column's range
-    wild = 0
-    for s in range(runs):
-        rng = np.random.default_rng([SEED, s])
-        x = (rng.random((n, d)) < p).astype(float)
-        r = private_mean(x, epsilon=1.0, delta=1e-6, rng=np.random.default_rng([SEED, s, 1]))
-        if r.ok:
-            span = np.where(x.max(0) > x.min(0), x.max(0) - x.min(0), 1.0)
-            wild += int((np.abs(r.mean - x.mean(0)) / (0.674 * span * z)).max() > 10)
-    return wild
+    """:func:`_wild_releases` on d 0/1 columns with a fraction p of ones."""
+    return _wild_releases(runs, lambda rng, n_, d_: (rng.random((n_, d_)) < p).astype(float), d=d, n=n)
 
 
 def test_indicator_columns_small_n_no_wild_spread(monkeypatch):
