@@ -115,7 +115,8 @@ COORD_NARROW_D = 2
 #: (lognormal(0, 1.5), d = 20: 0.38 / 0.64 / 1.14 at 2000 / 4000 / 8000; d = 3, 12000: 2.18),
 #: hence not higher. Isotropic Gaussian d = 10 against CoinPress (the utility grid, 20 runs):
 #: n = 10⁴, ε = 2: 1.06; n = 10⁵, ε = 0.5: 1.30 (0.988 before; target 1.3, missed; 1.32 in the
-#: runs of 2026-12-06, where FriendlyCore runs after the hand-over with the ε left).
+#: runs of 2026-12-06, where FriendlyCore runs after the hand-over with the ε left; 1.22 / 1.26 at
+#: seeds 5 / 6 after the eighth stop's mass utilities, 1.21 at seed 6 before them).
 COORD_WIDE_MAX = 8192
 #: Below ``n̂·ε/d <`` this the coordinate plan releases ⊥ (too few rows for any of its steps).
 #: 20 until 2026-12-06: wine (178 rows, d = 10, ε = 1) released only when the count's noise put
