@@ -21,7 +21,7 @@ import numpy as np
 
 import privagg.mechanisms.mean_small as S
 from privagg import private_mean
-from privagg.testing.fixtures import record_exponential_mechanism
+from privagg.testing.fixtures import record_exponential_mechanism, wild_mean_releases
 
 SEED = 20261202
 RUNS = 100
@@ -314,6 +314,20 @@ def test_point_cells_known_answers():
     assert np.flatnonzero(u3 == 0).tolist() == [inside(3.0)]
 
 
+def _point_branch(monkeypatch, x: np.ndarray, v: float):
+    """Run coordinate_mean on the column x (d = 1, n̂ = n = 400, ε = 20, δ = 10⁻⁶, seed 7) with its
+    exponential mechanisms recorded; assert the cell step released the point cell ``{v}``, that
+    exactly three mechanisms ran (cell, annulus spread, clip: no levels, no second spread) and that
+    the center is exactly v. Returns (calls, release, budget)."""
+    calls = record_exponential_mechanism(monkeypatch, S)
+    eps, dlt = Fraction(20), Fraction(1, 10**6)
+    out = S.coordinate_mean(x[:, None], 400, eps, np.random.default_rng(7), dlt, may_switch=False)
+    _, _, _, point, a, _ = S.point_cells(S.CELL_E_MIN)
+    assert out is not None and len(calls) == 3 and point[calls[0][3]] and a[calls[0][3]] == v
+    assert out["center"][0] == v
+    return calls, out, S.coordinate_budget(eps, dlt, 1)
+
+
 def test_center_atom_tied_and_point_branch_as_called(monkeypatch):
     """On a 0/1 column with p = 0.7 (d = 1, n = 400, ε = 20: the point 1 is picked) coordinate_mean
     runs three exponential mechanisms (cell, annulus spread, clip: no levels, no second spread),
@@ -322,14 +336,8 @@ def test_center_atom_tied_and_point_branch_as_called(monkeypatch):
     lie on the left edge 1 − g of [1 − g, 1 + g) for g = 1), minus the 0.3·n zeros elsewhere; its sampler ε is 2·e_s1_zero and its base
     measure spread_log_prior(0) + zero_spread_log_prior(0). Deterministic. (On c7d51dd: the cell
     [1, 2), two levels and a second spread: five calls, center 1 + 2⁻¹¹.)"""
-    calls = record_exponential_mechanism(monkeypatch, S)
     x = (np.random.default_rng(SEED).random(400) < 0.7).astype(np.float64)
-    eps, dlt = Fraction(20), Fraction(1, 10**6)
-    out = S.coordinate_mean(x[:, None], 400, eps, np.random.default_rng(7), dlt, may_switch=False)
-    b = S.coordinate_budget(eps, dlt, 1)
-    lo, hi, _, point, a, _ = S.point_cells(S.CELL_E_MIN)
-    assert out is not None and len(calls) == 3 and point[calls[0][3]] and a[calls[0][3]] == 1.0
-    assert out["center"][0] == 1.0
+    calls, out, b = _point_branch(monkeypatch, x, 1.0)
     grid = S.positive_grid()
     xs = np.sort(x)
     below_lo = np.searchsorted(xs, 1.0 - grid, side="left")
@@ -435,34 +443,13 @@ def test_integer_point_branch_as_called(monkeypatch):
     hold the distance 3 weighted), its sampler ε 2·e_s1_zero; the annulus utility is 0 exactly on
     the five annuli holding the zeros' distance 3. Deterministic. (Before the integer point cells:
     the octave [2, 4), a refinement level and a second spread, five calls.)"""
-    calls = record_exponential_mechanism(monkeypatch, S)
     x = 3.0 * (np.random.default_rng(SEED).random(400) < 0.7)
-    eps, dlt = Fraction(20), Fraction(1, 10**6)
-    out = S.coordinate_mean(x[:, None], 400, eps, np.random.default_rng(7), dlt, may_switch=False)
-    b = S.coordinate_budget(eps, dlt, 1)
-    lo, hi, _, point, a, _ = S.point_cells(S.CELL_E_MIN)
-    assert out is not None and len(calls) == 3 and point[calls[0][3]] and a[calls[0][3]] == 3.0
-    assert out["center"][0] == 3.0
+    calls, out, b = _point_branch(monkeypatch, x, 3.0)
     (u_1, mu_1, e_1, _) = calls[1]
     mu = S.base_measure(S.spread_log_prior(np.array([1.0]))[0] + S.zero_spread_log_prior(1.0, 3.0))
     assert np.array_equal(mu_1, mu) and e_1 == 2 * b.e_s1_zero
     assert S.GRID_K[u_1 == 0].tolist() == [7, 8, 9, 10, 11]
     assert 3.0 <= out["spread"][0] <= 3.0 * 2.0**1.25
-
-
-def _wild_releases(runs: int, column, d: int = 1, n: int = 300) -> int:
-    """Releases (of ``runs``) of d columns drawn by ``column(rng, n, d)``, ε = 1, with a column
-    more than 10× the range oracle's median error away (data and release seeds ``[SEED, s]``)."""
-    z = math.sqrt(2 * math.log(1.25 * d / 1e-6)) * d / n  # the oracle's sd over the column's range
-    wild = 0
-    for s in range(runs):
-        rng = np.random.default_rng([SEED, s])
-        x = column(rng, n, d)
-        r = private_mean(x, epsilon=1.0, delta=1e-6, rng=np.random.default_rng([SEED, s, 1]))
-        if r.ok:
-            span = np.where(x.max(0) > x.min(0), x.max(0) - x.min(0), 1.0)
-            wild += int((np.abs(r.mean - x.mean(0)) / (0.674 * span * z)).max() > 10)
-    return wild
 
 
 def test_integer_atom_small_n_no_wild_release(monkeypatch):
@@ -476,16 +463,16 @@ def test_integer_atom_small_n_no_wild_release(monkeypatch):
     def column(rng, n, d):
         return 3.0 * (rng.random((n, d)) < 0.7)
 
-    wild = _wild_releases(100, column, d=5)
+    wild = wild_mean_releases(column, 100, SEED, d=5)
     monkeypatch.setattr(S, "INT_E_MAX", 0)
-    control = _wild_releases(100, column, d=5)
+    control = wild_mean_releases(column, 100, SEED, d=5)
     print(f"seed={SEED}: wild releases {wild} of 100; control (no integer points) {control} of 100")
     assert wild <= 11 and control >= 12, (wild, control)
 
 
 def _wild_indicator_releases(runs: int, d: int = 3, n: int = 300, p: float = 0.1) -> int:
-    """:func:`_wild_releases` on d 0/1 columns with a fraction p of ones."""
-    return _wild_releases(runs, lambda rng, n_, d_: (rng.random((n_, d_)) < p).astype(float), d=d, n=n)
+    """``wild_mean_releases`` on d 0/1 columns with a fraction p of ones."""
+    return wild_mean_releases(lambda rng, n_, d_: (rng.random((n_, d_)) < p).astype(float), runs, SEED, d=d, n=n)
 
 
 def test_indicator_columns_small_n_no_wild_spread(monkeypatch):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from privagg.mechanisms import mean_small as S
+from privagg.testing.fixtures import wild_mean_releases
 
 SEED = 20261208
 
@@ -117,19 +118,8 @@ def test_spread_mass_utility_monotone_sensitivity():
 
 
 def _far_wild(runs: int, d: int = 3, n: int = 300) -> int:
-    """Releases (of ``runs``) of d N(1000, 1) columns, ε = 1, δ = 1e-6, with a column more than 10×
-    the range oracle's median error away (data and release seeds ``[SEED, s]``)."""
-    from privagg import private_mean
-
-    z = np.sqrt(2 * np.log(1.25 * d / 1e-6)) * d / n
-    wild = 0
-    for s in range(runs):
-        rng = np.random.default_rng([SEED, s])
-        x = rng.normal(1000.0, 1.0, (n, d))
-        r = private_mean(x, epsilon=1.0, delta=1e-6, rng=np.random.default_rng([SEED, s, 1]))
-        if r.ok:
-            wild += int((np.abs(r.mean - x.mean(0)) / (0.674 * (x.max(0) - x.min(0)) * z)).max() > 10)
-    return wild
+    """Wild releases (``wild_mean_releases``) of d N(1000, 1) columns."""
+    return wild_mean_releases(lambda rng, n_, d_: rng.normal(1000.0, 1.0, (n_, d_)), runs, SEED, d=d, n=n)
 
 
 def test_far_data_small_n_no_wild_release(monkeypatch):

@@ -65,6 +65,25 @@ def record_exponential_mechanism(monkeypatch: Any, module: Any) -> list[tuple[np
     return calls
 
 
+def wild_mean_releases(column: Any, runs: int, seed: int, d: int = 1, n: int = 300) -> int:
+    """How many of ``runs`` releases of ``private_mean`` (ε = 1, δ = 10⁻⁶) on ``column(rng, n, d)``
+    (data seed ``[seed, s]``, release seed ``[seed, s, 1]``) have a column more than 10× the range
+    oracle's median error away (each column clamped to its true range, the Gaussian mechanism with
+    the budget split over the d columns; a constant column counts a range of 1). ⊥ counts as not
+    wild. The small-n tests of the coordinate plan (atoms, far data) count these."""
+    from ..mechanisms.mean import private_mean
+
+    z = np.sqrt(2 * np.log(1.25 * d / 1e-6)) * d / n  # the oracle's sd over the column's range
+    wild = 0
+    for s in range(runs):  # over seeded runs (a test harness)
+        x = column(np.random.default_rng([seed, s]), n, d)
+        r = private_mean(x, epsilon=1.0, delta=1e-6, rng=np.random.default_rng([seed, s, 1]))
+        if r.ok:
+            span = np.where(x.max(0) > x.min(0), x.max(0) - x.min(0), 1.0)
+            wild += int((np.abs(r.mean - x.mean(0)) / (0.674 * span * z)).max() > 10)
+    return wild
+
+
 def mixed_type_table(n: int, seed: int) -> np.ndarray:
     """A survey-like table of three column types: 0/1 (20 % ones), 100·lognormal(0, 1) and
     N(50, 10), float64 ``(n, 3)`` (the mean's tests of one heavy column beside a 0/1 column)."""
