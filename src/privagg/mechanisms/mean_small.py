@@ -236,7 +236,7 @@ PRIOR_UNIT = 32.0
 #: median error) in 13–22 of 60 runs at d × n = 1 × 300 … 5 × 1000; at PRIOR_POINT = 1/8 the point 8
 #: of a 0/8 column lost to the tiny cells between the atoms at d >= 3, n = 300 (17, 26 of 60).
 #: Measured (benchmarks/mean_atoms_small_n.py, 60 runs; docs/utility/mean.md, eighth stop): 1/8, 1, 4,
-#: 8, 16 for every point (at 16 N(50, 10²) columns at d = 5, n = 300 went wild 1 → 14 of 60: far
+#: 16 for every point (at 16 N(50, 10²) columns at d = 5, n = 300 went wild 1 → 14 of 60: far
 #: points outweighed the data), then 4 and 8 for these small points only.
 INT_E_MAX = 3
 PRIOR_INT = 8.0
@@ -648,7 +648,7 @@ def point_cells(e_min: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndar
     split = np.isfinite(lo) & (lo != lo[0])  # not the cell around 0 (index 0), not [−∞, −2^1023)
     ints = integer_points()
     # the octave cell holding each integer point (lo <= v < hi; positive and negative octaves)
-    home = np.array([int(np.flatnonzero((lo <= v) & (v < hi))[0]) for v in ints.tolist()], dtype=np.int64)
+    home = np.argmax((lo[None, :] <= ints[:, None]) & (ints[:, None] < hi[None, :]), axis=1)
     v = np.concatenate([lo[split], ints])
     v_home = np.concatenate([np.flatnonzero(split), home])
     with np.errstate(over="ignore"):
@@ -881,8 +881,8 @@ def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Genera
     # 4. second spread around the (refined) center, its base measure anchored at the center's
     #    octave. Every column off the annulus path gets its second spread (its share is in ρ_j
     #    whether or not it was refined), and the spread used is min(s2, s1 + |c1 − center|)
-    #    (post-processing): the median distance to the center is at most the one to c1 plus the move, so a wild
-    #    large draw of either step (a flat stretch of the base measure outweighs the data at small
+    #    (post-processing): the median distance to the center is at most the one to c1 plus the
+    #    move, so a wild large draw of either step (a flat stretch of the base measure outweighs the data at small
     #    n·ε) no longer sets the clip radius unless both are wild (issue 11, real data at n = 300)
     spread = s1
     if (~zero).any():
