@@ -92,9 +92,9 @@ def test_error_bound_per_shape(shape):
 
 
 def test_error_bound_negative_control(monkeypatch):
-    """Clipping every side at an eighth of the spread (the ladder's bottom) is biased: the
+    """Clipping every side at an eighth of the spread (the old ladder's bottom) is biased: the
     0/1 column's error then exceeds its bound (everything clipped to about its center 0)."""
-    monkeypatch.setattr(gm, "SIDE_KS", (0.125,))
+    monkeypatch.setattr(gm, "SIDE_KS_POOLED", (0.125,))
     got = _errors("binary", 41)
     print("control seed 41/42", got)
     assert got > SHAPES["binary"][1]

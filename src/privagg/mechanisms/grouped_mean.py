@@ -44,8 +44,9 @@ Per group ``g`` (``n_g`` rows), with the shares of :func:`~privagg.mechanisms.me
 
 Groups whose ``n̂`` is below plan 0's radius selection (:meth:`FriendlyMeansPlan.small`) run the
 small-group plan instead (:func:`_small_means`, docs/proofs/aggregate_mean.md §8: a second count,
-an octave cell, a centred spread and a clipping range per side selected on the pooled rows of
-the small groups, then each group's clipped sum); ⊥ there only when the combined count is below
+a cell of the point-cell partition, a centred spread (both on monotone mass utilities) and a
+clipping range per side selected on the pooled rows of the small groups, then each group's
+clipped sum); ⊥ there only when the combined count is below
 ``⌈1/ε_g⌉``.
 
 User level and neighbours: :func:`friendly_means_plan` (group privacy over ``max_rows`` rows,
@@ -160,7 +161,7 @@ TARGET_BETA = 0.05
 #: Groups whose released ``n̂`` is below what plan 0's radius selection needs
 #: (``n̂ − t_n < m_select_0``, :meth:`FriendlyMeansPlan.small`) run the small-group plan
 #: (docs/proofs/aggregate_mean.md §8) instead of ⊥: a second count, one shared location
-#: (octave cell, centred spread, a clipping range per side) selected on the pooled rows of all
+#: (a point-cell partition's cell, centred spread, a clipping range per side) selected on the pooled rows of all
 #: small groups, then each group's clipped sum. Shares of ``ε_r = ε'_g − ε_n`` (public):
 #: the second count gets SMALL_COUNT_SHARE.
 SMALL_COUNT_SHARE = Fraction(1, 6)
@@ -171,8 +172,14 @@ SMALL_COUNT_SHARE = Fraction(1, 6)
 #: (measured: 24 ⊥-like spreads on half of such releases); the rest goes to the clipped sums.
 SMALL_STEP_CAP = Fraction(1, 5)
 SMALL_STEP_ROWS = 80
-#: The clipping range per side: ``R = K·s`` for these multiples of the released spread.
+#: The clipping range per side: ``R = K·s`` for these multiples of the released spread (§8.2's
+#: second pass).
 SIDE_KS = tuple(2.0 ** (i / 2) for i in range(-6, 9))
+#: The pooled step's multiples (§8 step 3): the same ladder down to ``2⁻⁷``, so that a side with
+#: no rows beyond its center (0/1 data centred on an atom) takes a range of about ``s/50``, not
+#: ``s/3`` (measured: docs/utility/aggregate.md, 2026-12-06 ninth stop; the second pass keeps
+#: SIDE_KS: its deviation range at ``ε_sum/20`` lost with the longer ladder).
+SIDE_KS_POOLED = tuple(2.0 ** (i / 2) for i in range(-14, 9))
 #: Public cost of a side multiple K in rows: ``SIDE_COST·K·G_s/ε_sum`` (``G_s`` small groups).
 #: Measured (issue 13 item 4 follow-up, 60 runs on wine, penguins-species, sf-temps, cars,
 #: diabetes, airports at the mean's ε = 2/9): 1.4 beats 0.35 and 0.7 on 5 of 6 tables, 2.8
@@ -839,7 +846,7 @@ class SmallBudget:
     """The public shares of the small-group plan (§8), from ``ε'_g`` and ``N_low``."""
 
     eps_count2: Fraction  #: the second count of each small group
-    eps_cell: Fraction  #: the pooled octave cell (exponential mechanism)
+    eps_cell: Fraction  #: the pooled cell (exponential mechanism)
     eps_spread: Fraction  #: the pooled centred spread (exponential mechanism)
     eps_clip: Fraction  #: the pooled clipping range, both sides together (disjoint rows)
     eps_sum: Fraction  #: each small group's clipped sum
@@ -911,10 +918,10 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
         _octave,
         base_measure,
         cell_floor,
-        cell_log_prior,
-        cell_utility,
-        centred_spread_utility,
-        octave_cells,
+        cell_mass_utility,
+        centred_spread_mass_utility,
+        point_cell_log_prior,
+        point_cells,
         positive_grid,
         spread_log_prior,
         spread_upper_edges,
@@ -936,28 +943,29 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
     xg, gg = x[rows], grp[rows]  # the small groups' rows, still sorted by group
     xs = np.sort(xg)  # pooled, ascending
     n_p = int(xs.size)
-    # 2. the pooled octave cell of a median (cell utility, Δ = 1)
-    lo, hi, oct_ = octave_cells(CELL_E_MIN)
-    util = cell_utility(xs, lo, hi, cell_floor(n_low))[None, :]
-    k = int(draws.em("small_cell", util, base_measure(cell_log_prior(oct_, CELL_E_MIN)),
+    # 2. the pooled cell of a median over the point cells (cell mass utility: monotone, moves
+    #    0/−1/−2, weights exp(e·u/2)); a point cell's center is the point itself
+    lo, hi, oct_, point, geo_a, geo_b = point_cells(CELL_E_MIN)
+    util = cell_mass_utility(xs, lo, hi, cell_floor(n_low))[None, :]
+    k = int(draws.em("small_cell", util, base_measure(point_cell_log_prior(oct_, point, geo_a, CELL_E_MIN)),
                      bud.eps_cell)[0])
-    a, b = float(lo[k]), float(hi[k])
+    a, b = float(geo_a[k]), float(geo_b[k])
     with np.errstate(over="ignore", invalid="ignore"):
         if math.isfinite(b - a):
             c1 = a + (b - a) / 2
         else:  # one of the two cells beyond ±2^1023: its finite edge
             c1 = a if math.isfinite(a) else b
-        # 3. the pooled centred spread (untied median of |x − c1|, Δ = 1)
+        # 3. the pooled centred spread (mass utility around the untied median of |x − c1|)
         grid = positive_grid()
         below_lo = np.searchsorted(xs, c1 - grid, side="left")
         # upper edges at least nextafter(c1): the rows equal to c1 are tied (c1 + 2⁻⁹⁰⁰ rounds to c1)
         below_hi = np.searchsorted(xs, spread_upper_edges(c1, grid), side="left")
-    util = centred_spread_utility(below_hi, below_lo, n_p)[None, :]
+    util = centred_spread_mass_utility(below_hi, below_lo, n_p)[None, :]
     mu = base_measure(spread_log_prior(_octave(np.array([c1]))))
     s = float(grid[int(draws.em("small_spread", util, mu, bud.eps_spread)[0])])
-    # 4. the clipping range per side: R = K·s, K from SIDE_KS; utility −#{rows beyond}
+    # 4. the clipping range per side: R = K·s, K from SIDE_KS_POOLED; utility −#{rows beyond}
     #    (monotone, Δ = 1, weights exp(ε·u)); the two sides read disjoint rows
-    ks = np.asarray(SIDE_KS, dtype=np.float64)
+    ks = np.asarray(SIDE_KS_POOLED, dtype=np.float64)
     cand = _grid_up(ks * s)
     cost = -float(bud.eps_clip) * SIDE_COST * max(g_s, 1) * ks / float(bud.eps_sum)
     pick = draws.em("small_clip", side_utilities(xs, c1, cand), base_measure(cost),
