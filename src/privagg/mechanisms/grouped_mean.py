@@ -176,9 +176,10 @@ SMALL_STEP_ROWS = 80
 #: second pass).
 SIDE_KS = tuple(2.0 ** (i / 2) for i in range(-6, 9))
 #: The pooled step's multiples (§8 step 3): the same ladder down to ``2⁻⁷``, so that a side with
-#: no rows beyond its center (0/1 data centred on an atom) takes a range of about ``s/50``, not
-#: ``s/3`` (measured: docs/utility/aggregate.md, 2026-12-06 ninth stop; the second pass keeps
-#: SIDE_KS: its deviation range at ``ε_sum/20`` lost with the longer ladder).
+#: no rows beyond its center (0/1 data centred on an atom) takes a radius below ``s/8`` in most
+#: runs (76 of 100 seeds; never with SIDE_KS) instead of about ``s/3`` (docs/utility/aggregate.md,
+#: 2026-12-06 ninth stop; the second pass keeps SIDE_KS: its deviation range at ``ε_sum/20`` lost
+#: with the longer ladder).
 SIDE_KS_POOLED = tuple(2.0 ** (i / 2) for i in range(-14, 9))
 #: Public cost of a side multiple K in rows: ``SIDE_COST·K·G_s/ε_sum`` (``G_s`` small groups).
 #: Measured (issue 13 item 4 follow-up, 60 runs on wine, penguins-species, sf-temps, cars,
