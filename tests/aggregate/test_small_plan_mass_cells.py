@@ -11,6 +11,7 @@ spread. The replay test fails on each of these; the statistical tests have negat
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -69,7 +70,7 @@ def test_pooled_steps_replay():
     assert np.array_equal(util[0], S.cell_mass_utility(xs, lo, hi, S.cell_floor(n_low)))
     assert np.array_equal(mu, S.base_measure(S.point_cell_log_prior(oct_, point, a, S.CELL_E_MIN)))
     k = int(pick[0])
-    assert point[k] and a[k] == 1.0  # the atom holding the median (70 % ones pooled): c1 = 1
+    assert point[k] and a[k] == 1.0  # the atom holding the median (74 % ones pooled): c1 = 1
     c1 = 1.0
     grid = S.positive_grid()
     below_lo = np.searchsorted(xs, c1 - grid, side="left")
@@ -146,3 +147,47 @@ def test_wine_spread_off_probability(eps, mass_max, median_min):
     print(eps, "mass", mass, "median", median)
     assert mass < mass_max
     assert median > median_min
+
+
+_SECOND_PASS = gm._second_pass
+
+
+def _second_pass_unit(monkeypatch, seed):
+    """(unit passed to ``_second_pass``, the released pooled spread, the first pass's radius) on
+    five 0/1 groups of 2000 rows (20–80 % ones: every group takes two passes, §8.2)."""
+    seen = {}
+    inner = _SECOND_PASS
+
+    def spy(xg, gg, seg, first, center, rr, unit, two, eps_sum, draws):
+        seen["unit"], seen["rad"] = unit, float(rr[two].max())
+        return inner(xg, gg, seg, first, center, rr, unit, two, eps_sum, draws)
+
+    monkeypatch.setattr(gm, "_second_pass", spy)
+    g, x = _binary_groups(seed, p=(0.2, 0.35, 0.5, 0.65, 0.8), rows=2000)
+    out, draws, _, _ = _run(g, x, [seed, 1])
+    assert out["two_pass"].all()
+    spread = float(S.positive_grid()[int(draws.calls["small_spread"][3][0])])
+    return seen["unit"], spread, seen["rad"]
+
+
+def test_second_pass_unit_known_answer(monkeypatch):
+    """§8.2 b: the deviation range's unit is ``min(s, R/4)``, so its largest candidate ``16·u``
+    is at most ``4R``; ten seeded tables (deterministic, seeds printed)."""
+    print(f"seeds=[{SEED}, s], s < 10")
+    for k in range(10):
+        unit, spread, rad = _second_pass_unit(monkeypatch, [SEED, k])
+        assert unit == min(spread, gm.TWO_PASS_UNIT * rad) and gm.TWO_PASS_UNIT == 0.25
+        assert max(gm.SIDE_KS) * unit <= 4 * rad
+
+
+def test_second_pass_unit_negative_control(monkeypatch):
+    """With the unit ``s`` (before this stop) the ladder reaches beyond ``4R`` on 5 of these ten
+    tables (``s`` 1–2.4; the first pass's pooled ``R`` 1.5–10: its side step runs at
+    ``e/2 ≈ 0.004`` on 10,000 pooled rows)."""
+    monkeypatch.setattr(gm, "TWO_PASS_UNIT", math.inf)
+    beyond = 0
+    for k in range(10):
+        unit, spread, rad = _second_pass_unit(monkeypatch, [SEED, k])
+        assert unit == spread
+        beyond += int(max(gm.SIDE_KS) * unit > 4 * rad)
+    assert beyond >= 1

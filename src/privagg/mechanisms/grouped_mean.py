@@ -198,6 +198,13 @@ SMALL_MIN_ROWS = 1
 TWO_PASS_ROWS = 200
 TWO_PASS_FIRST = Fraction(1, 10)
 TWO_PASS_CLIP = Fraction(1, 20)
+#: The second pass's ladder unit is ``min(s, TWO_PASS_UNIT·R)`` (``s`` the pooled spread, ``R``
+#: the first pass's pooled radius; public): its radii then stop at ``16·R/4 = 4R``, twice the
+#: largest deviation between two points of the first pass's range. Where no row lies beyond a
+#: radius the base measure alone decides, and at a few groups it is flat (0.4 nats per unit of
+#: K at five groups): with the unit ``s`` the ladder reached 16·s, and 0/1 groups drew ranges 2–5
+#: times their width (docs/utility/aggregate.md, 2026-12-06 ninth stop).
+TWO_PASS_UNIT = 0.25
 
 
 @dataclass(frozen=True)
@@ -988,7 +995,8 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
     center = np.full(n_groups, m)
     mean = _finite(m + total / n_pos)
     if two.any():
-        center, rr, e_sums, t2, s2, es2, eg2 = _second_pass(xg, gg, seg, mean, center, rr, s,
+        unit = min(s, TWO_PASS_UNIT * rad)  # public: released spread and radius
+        center, rr, e_sums, t2, s2, es2, eg2 = _second_pass(xg, gg, seg, mean, center, rr, unit,
                                                            two, bud.eps_sum, draws)
         mean = np.where(two, _finite(center + t2 / n_pos), mean)
         sens, e_s, e_g = np.where(two, s2, sens), np.where(two, es2, e_s), np.where(two, eg2, e_g)
@@ -1025,7 +1033,8 @@ def _second_pass(xg: np.ndarray, gg: np.ndarray, seg: np.ndarray, first: np.ndar
                  eps_sum: Fraction, draws: _Draws) -> tuple:
     """§8.2 for the groups ``two`` (public), whose first pass released ``first`` at
     ``TWO_PASS_FIRST·ε_sum``: a clipping range per side of the deviations ``x − first[g]``
-    pooled over those groups (the side utilities around 0, ``TWO_PASS_CLIP·ε_sum``), then each
+    pooled over those groups (the side utilities around 0 over the radii ``K·s``, K in SIDE_KS,
+    ``s`` the caller's public unit ``min(spread, TWO_PASS_UNIT·R)``; ``TWO_PASS_CLIP·ε_sum``), then each
     group's clipped sum around ``first[g] + (R_hi − R_lo)/2`` at the rest. Returns the new
     (center, radius, ε tuple, sums, sensitivities, exponents) per group (the other groups'
     entries of center and radius unchanged: their ε index stays 0)."""
