@@ -175,7 +175,10 @@ def test_binary_column_radius_inside_the_annulus(monkeypatch):
     """A 0/1 column (p = 0.1, n = 1000, d = 1, ε = 1): the released clip scale is at most 2^{1/4}
     (the radius 1 or 2^{1/4}) in at least 25 % of 120 releases (measured 41 % over 1200 releases
     of 20 seeds, the releases of test_binary_column_d1_within_oracle's seeds 0–19; binomial sd at 120 runs 4.5 points: false-failure rate about 5·10⁻⁴). Negative
-    control: the former ladder (COORD_CLIP_KS, no extra decay) never goes below 1.25·2^{1/4}."""
+    control: the former ladder (COORD_CLIP_KS, no extra decay) never goes below 1.25·2^{1/4}.
+    Step 5a's radius is the released one with the one-pass sums (``TWO_PASS_DMAX = 0``; the
+    second pass of step 5b′ widens it by the first pass's offset)."""
+    monkeypatch.setattr(S, "TWO_PASS_DMAX", 0)
     seed = 20261309
     radii, _, _ = _binary_radii(1000, 120, seed)
     frac = float(np.mean(radii <= 2**0.25 * (1 + 1e-9)))

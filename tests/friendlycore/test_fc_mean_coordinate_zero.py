@@ -205,17 +205,33 @@ def test_annulus_step_audit_negative_control_weights_doubled():
     assert res.violates(float(EPS)), (res, f"seed={SEED}")
 
 
+def record_second_pass(monkeypatch) -> list:
+    """Record the arguments ``(first, center, radius)`` of step 5b′'s :func:`second_pass_range`
+    (d = 1: the column of the annulus path runs two passes; ``center`` is step 5a's)."""
+    seen = []
+    orig = S.second_pass_range
+
+    def spy(first, center, radius):
+        seen.append((first, center, radius))
+        return orig(first, center, radius)
+
+    monkeypatch.setattr(S, "second_pass_range", spy)
+    return seen
+
+
 def test_zero_branch_steps_match_coordinate_mean_calls(monkeypatch):
     """What coordinate_mean passes to the exponential mechanism on a 0/1 column (d = 1, n = 400,
     ε = 20: the cell around 0 is picked): three calls (cell, first spread, clip multiple: no levels,
     no second spread), the spread's utility, base measure and sampler ε exactly those of
     :func:`annulus_step` at 2·e_s1_zero. Deterministic."""
     calls = record_exponential_mechanism(monkeypatch, S)
+    passes = record_second_pass(monkeypatch)
     x = (np.random.default_rng(SEED).random(400) < 0.3).astype(np.float64)
     eps, dlt = Fraction(20), Fraction(1, 10**6)
     out = S.coordinate_mean(x[:, None], 400, eps, np.random.default_rng(7), dlt, may_switch=False)
     b = S.coordinate_budget(eps, dlt, 1)
-    assert out is not None and len(calls) == 3 and calls[0][3] == 0 and out["center"][0] == 0.0
+    assert out is not None and len(calls) == 3 and calls[0][3] == 0 and len(passes) == 1
+    assert passes[0][1] == 0.0 and out["center"][0] == passes[0][0]  # steps 2–5a around the atom 0
     u, mu = annulus_step(x)
     (u_1, mu_1, e_1, k_1) = calls[1]
     assert np.array_equal(u_1, u) and np.array_equal(mu_1, mu) and e_1 == 2 * b.e_s1_zero
@@ -318,20 +334,23 @@ def _point_branch(monkeypatch, x: np.ndarray, v: float):
     """Run coordinate_mean on the column x (d = 1, n̂ = n = 400, ε = 20, δ = 10⁻⁶, seed 7) with its
     exponential mechanisms recorded; assert the cell step released the point cell ``{v}``, that
     exactly three mechanisms ran (cell, annulus spread, clip: no levels, no second spread) and that
-    the center is exactly v. Returns (calls, release, budget)."""
+    the center of steps 2–5a is exactly v (step 5b′'s second pass then centres on the first
+    pass's release). Returns (calls, release, budget)."""
     calls = record_exponential_mechanism(monkeypatch, S)
+    passes = record_second_pass(monkeypatch)
     eps, dlt = Fraction(20), Fraction(1, 10**6)
     out = S.coordinate_mean(x[:, None], 400, eps, np.random.default_rng(7), dlt, may_switch=False)
     _, _, _, point, a, _ = S.point_cells(S.CELL_E_MIN)
     assert out is not None and len(calls) == 3 and point[calls[0][3]] and a[calls[0][3]] == v
-    assert out["center"][0] == v
+    assert len(passes) == 1 and passes[0][1] == v  # steps 2–5a around the point v
+    assert out["center"][0] == passes[0][0]  # the second pass around the first's release
     return calls, out, S.coordinate_budget(eps, dlt, 1)
 
 
 def test_center_atom_tied_and_point_branch_as_called(monkeypatch):
     """On a 0/1 column with p = 0.7 (d = 1, n = 400, ε = 20: the point 1 is picked) coordinate_mean
     runs three exponential mechanisms (cell, annulus spread, clip: no levels, no second spread),
-    the center is exactly 1, and the spread's utility is the annulus utility with the ones TIED
+    steps 2–5a's center is exactly 1, and the spread's utility is the annulus utility with the ones TIED
     (upper edges max(1 + g, nextafter(1))): 0 exactly on g = 2⁰ … 2¹ (the zeros at distance 1
     lie on the left edge 1 − g of [1 − g, 1 + g) for g = 1), minus the 0.3·n zeros elsewhere; its sampler ε is 2·e_s1_zero and its base
     measure spread_log_prior(0) + zero_spread_log_prior(0). Deterministic. (On c7d51dd: the cell
@@ -438,7 +457,7 @@ def test_zero_spread_atom_weight_at_an_integer_point():
 
 def test_integer_point_branch_as_called(monkeypatch):
     """On a 0/3 column with 70 % threes (d = 1, n = 400, ε = 20) coordinate_mean picks the point 3
-    and runs three exponential mechanisms (cell, annulus spread, clip): the center is exactly 3,
+    and runs three exponential mechanisms (cell, annulus spread, clip): steps 2–5a's center is exactly 3,
     the spread's base measure is spread_log_prior(1) + zero_spread_log_prior(1, 3) (the annuli that
     hold the distance 3 weighted), its sampler ε 2·e_s1_zero; the annulus utility is 0 exactly on
     the five annuli holding the zeros' distance 3. Deterministic. (Before the integer point cells:

@@ -48,7 +48,11 @@ exponential mechanism at ε is ε²/8-zCDP), and the rest, pure, for the d clipp
    ``c_j + sum_j/n̂``. (A fixed K = 7 clipped a 0/1 column at 7–16× its range: issue 11.) A
    column of the annulus path (cell around 0 or point cell) uses :data:`ZERO_CLIP_KS` (the grid
    points inside its annulus first) with the extra decay :data:`ZERO_CLIP_RATE`
-   (:func:`clip_multiples`).
+   (:func:`clip_multiples`). 5b′: at ``d <=`` :data:`TWO_PASS_DMAX` a column of the annulus
+   path spends ``ε_sum`` in two passes (:func:`two_pass_sum`): :data:`TWO_PASS_FIRST` of it around
+   the atom as above, the rest around that release ``f'`` with the radius ``R + |f' − c|``
+   (:func:`second_pass_range`: the second range covers the first), so the count's noise no longer
+   enters the release times the offset ``|x̄ − c|``.
 
 If some ``L_j > COORD_LEVELS`` or a refined cell stays wider than :data:`COORD_SWITCH_WIDTH`
 second spreads (data far from 0 relative to their spread: 1e6 ± 1), and the FriendlyCore plan could
@@ -195,6 +199,19 @@ ZERO_CLIP_KS = tuple(2.0 ** (-j / 4) for j in range(5, 0, -1)) + (1.0,) + COORD_
 #: (benchmarks/mean_clip_ladder.py): above 0.25 a zero-inflated lognormal column lost more, at 0
 #: the 0/1 columns with 30 % and 70 % ones.
 ZERO_CLIP_RATE = 0.25
+#: A column of the annulus path at ``d <= TWO_PASS_DMAX`` (public) spends its sum's ε in two
+#: passes (step 5b′): ``TWO_PASS_FIRST·ε_sum`` around its atom ``c`` as before, then the rest
+#: around that release ``f`` with the radius ``R + |f − c|``, whose range covers ``[c − R, c + R]``.
+#: Around the atom the count's noise (ε/20) entered the release times the offset ``|x̄ − c|``
+#: (binary50: 3.3–3.9× the range oracle at d = 1); around ``f`` the offset is the first pass's
+#: error. At d >= 2 each column's ε_sum is smaller, the first pass noisier and the count a smaller
+#: part of the error: two passes were worse there (0/1 columns at d = 2–5, n = 300–1000: 1.1–1.6×
+#: the one-pass error; docs/utility/mean.md, tenth stop).
+TWO_PASS_DMAX = 1
+#: The first pass's share of ``ε_sum`` (step 5b′; the second pass gets the rest). The first pass's
+#: noise widens the second radius by about ``√2/(share·ε_sum·n)`` radii: 1/10 is near the best
+#: of 1/20, 1/10 and 1/5 at n = 300–1000, ε = 1 (computed, docs/utility/mean.md, tenth stop).
+TWO_PASS_FIRST = Fraction(1, 10)
 #: Subcells per refinement level, and the most levels the plan runs before it switches to the
 #: FriendlyCore plan (when that plan cannot release at n̂, it runs COORD_LEVELS levels instead).
 COORD_BRANCH = 32
@@ -820,6 +837,37 @@ def clip_multiples(source: Any, center: np.ndarray, spread: np.ndarray, zero: np
     return multiple, scale, radii
 
 
+def second_pass_range(first: float, center: float, radius: float) -> tuple[float, float]:
+    """Step 5b′'s second center and radius (public: functions of released values): the first
+    pass's release ``f`` clamped into ``[c − R, c + R]``, and ``_grid_up(R + |f − c|)`` (at most
+    ``_grid_up(2R)``), so that the second range ``[f − R', f + R']`` covers the first
+    ``[c − R, c + R]``: no row is clipped that the first pass kept (the clipping bias does not
+    grow; docs/proofs/mean.md §11, step 5b′)."""
+    from .mean import _grid_up
+
+    f = min(max(first, center - radius), center + radius)
+    # |f − c| <= R exactly; in floats f − c may exceed R by rounding (large |c|): capped at 2R
+    return f, min(_grid_up(radius + abs(f - center)), _grid_up(2.0 * radius))
+
+
+def two_pass_sum(column: Any, center: float, radius: float, n_hat: int, eps_sum: Fraction,
+                 gen: np.random.Generator) -> tuple[float, float, float, Any]:
+    """Step 5b′ on one column (a :class:`~privagg.engines.base.PointSource` with d = 1, or an
+    (n, 1) array): the clipped sum around ``center`` with ``radius`` at ``TWO_PASS_FIRST·ε_sum``,
+    ``f = center + S̃_1/n̂``; then around :func:`second_pass_range` ``(f, center, radius)`` at the
+    rest of ``ε_sum`` (each pass ``_noisy_clipped_release``, discrete Laplace: ε_sum-DP in all,
+    docs/proofs/mean.md §11). Returns (the release ``f' + S̃_2/n̂``, ``f'``, ``R'``, the second
+    grid release)."""
+    from .mean import _finite, _noisy_clipped_release
+
+    eps_1 = eps_sum * TWO_PASS_FIRST
+    rel = _noisy_clipped_release(column, np.array([center]), radius, eps_1, _LAPLACE, gen)
+    first = float(_finite(center + rel.values[0] / n_hat))
+    f, r2 = second_pass_range(first, center, radius)
+    rel = _noisy_clipped_release(column, np.array([f]), r2, eps_sum - eps_1, _LAPLACE, gen)
+    return float(_finite(f + rel.values[0] / n_hat)), f, r2, rel
+
+
 def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Generator,
                     delta: Any = Fraction(1, 10**6), may_switch: bool = True) -> dict[str, Any] | None:
     """Steps 1–5 of the module docstring on the finite rows ``x`` (n, d) — an array or a
@@ -897,13 +945,22 @@ def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Genera
     #    over the public ladder COORD_CLIP_KS (ZERO_CLIP_KS in the annulus path), base measure the
     #    public cost of the radius
     multiple, scale, radii = clip_multiples(source, center, spread, zero, n, bud, gen)  # R_j = _grid_up(scale_j)
-    # 5b. clipped sums, one coordinate at a time (discrete Laplace, ε_sum-DP each)
+    # 5b. clipped sums, one coordinate at a time (discrete Laplace, ε_sum-DP each); 5b′: at
+    #     d <= TWO_PASS_DMAX a column of the annulus path in two passes, the second around the
+    #     first's release with a radius whose range covers the first one
+    two = zero & (d <= TWO_PASS_DMAX)
     mean = np.empty(d)
     params, steps_g = np.empty(d), np.empty(d)
     for j in range(d):  # over columns
-        rel = _noisy_clipped_release(source.column(j), center[j : j + 1], float(radii[j]), bud.eps_sum,
-                                     _LAPLACE, gen)
-        mean[j] = _finite(center[j] + rel.values[0] / n_hat)
+        if two[j]:
+            mean[j], center[j], radii[j], rel = two_pass_sum(source.column(j), float(center[j]),
+                                                             float(radii[j]), n_hat, bud.eps_sum, gen)
+            scale[j] = radii[j] * (1.0 - 2.0**-40)  # _grid_up(scale) = R': the released radius
+            multiple[j] = scale[j] / spread[j]
+        else:
+            rel = _noisy_clipped_release(source.column(j), center[j : j + 1], float(radii[j]),
+                                         bud.eps_sum, _LAPLACE, gen)
+            mean[j] = _finite(center[j] + rel.values[0] / n_hat)
         params[j], steps_g[j] = float(rel.noise_grid), rel.step
     # noisy count of the rows beyond the box (any coordinate): sensitivity 1
     out_rows = source.outside_count(center, radii)
