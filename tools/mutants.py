@@ -43,6 +43,7 @@ class Mutation:
 H = "mechanisms/histogram.py"
 T = "tests/mechanisms/"
 FC = "tests/friendlycore/"
+TP = "tests/friendlycore/test_fc_mean_coordinate_two_pass.py::"
 TA = "tests/aggregate/"
 GB = "mechanisms/grouped_bounded.py"
 GQ = "mechanisms/grouped_quantile.py"
@@ -480,6 +481,23 @@ MUTATIONS: tuple[Mutation, ...] = (
              "mechanisms/mean_small.py", "COORD_CLIP_KS = (1.25, 2.0, 3.0, 5.0, 7.0, 10.0, 14.0, 20.0, 28.0, 40.0)",
              "COORD_CLIP_KS = (1.25, 2.0, 3.0, 5.0, 7.0)\nCOORD_K = 7.0",
              ("tests/friendlycore/test_fc_mean_coordinate_clip.py::test_heavy_tail_ladder_top",)),
+    Mutation("mean-coord-two-pass-off", "mean coordinate plan: one sum around the atom at d = 1 (count noise × offset)",
+             "mechanisms/mean_small.py", "TWO_PASS_DMAX = 1\n", "TWO_PASS_DMAX = 0\n",
+             (TP + "test_two_passes_as_called", TP + "test_binary50_within_oracle_target")),
+    Mutation("mean-coord-two-pass-shifted", "mean coordinate plan: the second pass keeps the radius R around f' (clips an extreme atom)",
+             "mechanisms/mean_small.py",
+             "    return f, min(_grid_up(radius + abs(f - center)), _grid_up(2.0 * radius))",
+             "    return f, radius",
+             (TP + "test_second_pass_range_known_answers", TP + "test_rating_column_covered_range")),
+    Mutation("mean-coord-two-pass-full-second", "mean coordinate plan: the second pass at the whole ε_sum (ε_sum·11/10 spent)",
+             "mechanisms/mean_small.py",
+             "    rel = _noisy_clipped_release(column, np.array([f]), r2, eps_sum - eps_1, _LAPLACE, gen)",
+             "    rel = _noisy_clipped_release(column, np.array([f]), r2, eps_sum, _LAPLACE, gen)",
+             (TP + "test_two_passes_as_called",)),
+    Mutation("mean-coord-two-pass-no-clamp", "mean coordinate plan: the second center not clamped into the first range",
+             "mechanisms/mean_small.py",
+             "    f = min(max(first, center - radius), center + radius)", "    f = first",
+             (TP + "test_second_pass_range_known_answers",)),
     Mutation("mean-coord-count-floor-off", "mean coordinate plan: no n̂·ε >= 200 floor (tiny tables released far)",
              "mechanisms/mean_small.py", "COORD_MIN_COUNT = 200\n", "COORD_MIN_COUNT = 0\n",
              ("tests/friendlycore/test_fc_mean_coordinate.py::test_tiny_tables_are_bottom_not_far",)),

@@ -133,7 +133,7 @@ def test_two_pass_audit_within_epsilon():
     res = audit_samples(a, b, confidence=CONF)
     print(f"seed={SEED} {res}")
     assert not res.violates(float(AUD_EPS)), (res, f"seed={SEED}")
-    assert res.epsilon_lower >= 0.5, (res, f"seed={SEED}")  # the audit has power
+    assert res.epsilon_lower >= 0.3, (res, f"seed={SEED}")  # power: 0.56–1.45 over 11 seeds
 
 
 def test_two_pass_audit_negative_control_second_pass_doubled():
