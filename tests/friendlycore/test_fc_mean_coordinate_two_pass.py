@@ -170,7 +170,7 @@ def test_binary50_within_oracle_target(monkeypatch):
     |error| of 120 releases is at most 1.8× the range oracle's (issue 11's target is 1.5 for the
     benchmark's median over runs; 1.8 leaves room for the seed). Negative control: one pass around
     the atom (TWO_PASS_DMAX = 0), which must exceed 1.8. Measured at 60 releases over data seeds
-    0–19: 0.85–1.77 (mean 1.22) with two passes, 1.55–2.96 (mean 2.45) with one; at 120 releases the
+    0–19: 0.85–1.77 (mean 1.24) with two passes, 1.55–2.96 (mean 2.46) with one; at 120 releases the
     spread is about 1/√2 of that, so each side misses with probability below 0.5 % (normal
     approximation). Seed and both ratios printed."""
     seed = BINARY_SEED

@@ -205,8 +205,8 @@ ZERO_CLIP_RATE = 0.25
 #: Around the atom the count's noise (ε/20) entered the release times the offset ``|x̄ − c|``
 #: (binary50: 3.3–3.9× the range oracle at d = 1); around ``f`` the offset is the first pass's
 #: error. At d >= 2 each column's ε_sum is smaller, the first pass noisier and the count a smaller
-#: part of the error: two passes were worse there (0/1 columns at d = 2–5, n = 300–1000: 1.1–1.6×
-#: the one-pass error; docs/utility/mean.md, tenth stop).
+#: part of the error: two passes were worse there (0/1, 0/3, 0/7 and rating columns at d = 2–5,
+#: n = 300–1000: 1.0–1.8× the one-pass error; docs/utility/mean.md, tenth stop).
 TWO_PASS_DMAX = 1
 #: The first pass's share of ``ε_sum`` (step 5b′; the second pass gets the rest). The first pass's
 #: noise widens the second radius by about ``√2/(share·ε_sum·n)`` radii: 1/10 is near the best
