@@ -5,8 +5,9 @@ Pass (a) releases the clipped sum around step 5a's center ``c`` (the atom) with 
 ``ε_sum/10``; pass (b) the clipped sum around ``f' = clamp(c + S̃_1/n̂, c ± R)`` with radius
 ``R' = _grid_up(R + |f' − c|)`` (its range covers ``[c − R, c + R]``) at ``9·ε_sum/10``; the release
 is ``f' + S̃_2/n̂``. Around the atom the count's noise (ε/20) entered the release times the offset
-``|x̄ − c|``: binary50 (a 0/1 column, half ones) was 2.2–2.5× the range oracle at d = 1 over 200
-runs, 1.3–1.5× with the two passes (docs/utility/mean.md, tenth stop).
+``|x̄ − c|``: binary50 (a 0/1 column, half ones, d = 1, n = 300–10⁴) was 2.20–2.49× the range oracle
+over 200 runs of benchmarks/mean_atoms_small_n.py, 1.26–1.45× with the two passes
+(docs/utility/mean.md, tenth stop).
 """
 
 from __future__ import annotations
