@@ -155,9 +155,11 @@ def test_friendly_means_on_spark_rows_replay_the_local_release(spark) -> None:
 
 def test_spark_subsample_has_the_local_law(spark) -> None:
     """Per group the kept rows are a sub-multiset of the group's values and their number a
-    Binomial(n_g, rate_g), every row at rate 1 (the small groups): |z| <= 4.5 in every group over 3 seeded calls and one secure call
-    (false failure about 7·10⁻⁶ per check, 24 checks). Control: the same counts tested against
-    0.8·rate fail; the same seed gives the same subsample, another seed another."""
+    Binomial(n_g, rate_g), every row at rate 1 (the small groups): |z| <= 4.5 in every group over 3
+    seeded calls (fixed draws: they pass or fail for good) and |z| <= 6 in the one secure call, whose
+    draws no seed fixes (false failure 1.0·10⁻⁸ per run, exact binomial tails of its four random
+    groups; at 4.5 it was 2.7·10⁻⁵ and CI met it once, z = 4.51). Control: the same counts tested
+    against 0.8·rate fail; the same seed gives the same subsample, another seed another."""
     print(f"seed {SEED}")
     rng = np.random.default_rng(SEED)
     sizes = np.array([20_000, 20_000, 8000, 5000, 3000, 1000])
@@ -177,9 +179,10 @@ def test_spark_subsample_has_the_local_law(spark) -> None:
         v, k = remote.subsample(rate, draws)
         assert np.all(np.diff(k) >= 0)
         kept = np.bincount(k, minlength=sizes.size)
-        assert np.all(np.abs(z(kept, rate)) <= 4.5), (s, z(kept, rate))
+        bound = 4.5 if s is not None else 6.0
+        assert np.all(np.abs(z(kept, rate)) <= bound), (s, z(kept, rate))
         assert kept[3] == n[3] and kept[4] == 0
-        assert np.abs(z(kept, 0.8 * rate))[[0, 1, 2, 5]].max() > 4.5  # control
+        assert np.abs(z(kept, 0.8 * rate))[[0, 1, 2, 5]].max() > bound  # control
         for grp in range(sizes.size):  # a sub-multiset of the group's values
             have = np.bincount(local.values[local.group == grp].astype(int), minlength=50)
             assert np.all(np.bincount(v[k == grp].astype(int), minlength=50) <= have)
