@@ -53,6 +53,20 @@ def test_true_bounds_and_pdp_runs(group_size_sweep) -> None:
     assert group_size_sweep.pdp_runs(10, 30_000, budget=60_000) == 2
 
 
+def test_worst_group_error_known_answers(group_size_sweep) -> None:
+    """The largest relative error of the mean over the true groups: ⊥ (NaN) or a missing group is
+    inf; groups the truth does not hold are ignored; a zero mean is divided by 1e-12."""
+    w = group_size_sweep.worst_group_error
+    truth = {"mean": {"a": 10.0, "b": -2.0, "c": 0.5}}
+    assert w({"mean": {"a": 11.0, "b": -2.0, "c": 0.5}}, truth) == pytest.approx(0.1)
+    assert w({"mean": {"a": 10.0, "b": -1.0, "c": 0.5}}, truth) == pytest.approx(0.5)
+    assert w({"mean": {"a": 10.0, "b": -2.0, "c": 0.0}}, truth) == pytest.approx(1.0)
+    assert w({"mean": {"a": 10.0, "b": -2.0}}, truth) == math.inf
+    assert w({"mean": {"a": 10.0, "b": math.nan, "c": 0.5}}, truth) == math.inf
+    assert w({"mean": {"a": 10.0, "b": -2.0, "c": 0.5, "z": 99.0}}, truth) == 0.0
+    assert w({"mean": {"z": 1e-9}}, {"mean": {"z": 0.0}}) == pytest.approx(1e3)
+
+
 def test_smoke_prints_cells_and_crossover(group_size_sweep, capsys: pytest.CaptureFixture[str]) -> None:
     """One law, G = 2, two sizes, one run: a row per size with the three methods, the crossover
     lines, the small-group switch (a positive number), and a cell over --max-cell-rows skipped."""
@@ -64,7 +78,9 @@ def test_smoke_prints_cells_and_crossover(group_size_sweep, capsys: pytest.Captu
     assert set(result["cells"]) == {("likert", 2, 30), ("likert", 2, 60)}
     for cell in result["cells"].values():
         assert all(math.isfinite(cell[m]) or cell[m] == math.inf
-                   for m in ("privagg unbounded", "privagg bounded", "PipelineDP"))
+                   for m in ("privagg unbounded", "privagg bounded", "PipelineDP",
+                             "privagg unbounded worst group", "privagg bounded worst group"))
+        assert cell["privagg unbounded worst group"] >= cell["privagg unbounded"]
     assert "skipped n_g 500 (over 200 rows)" in text
     assert "crossover likert, G = 2:" in text
     assert text.count("| 30 | 60 | 1 |") == 1 and text.count("| 60 | 120 | 1 |") == 1
