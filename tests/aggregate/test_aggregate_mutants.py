@@ -61,7 +61,9 @@ class _Recorder(grouped_mean._Draws):
 
 @pytest.mark.parametrize("replace", [False, True])
 def test_core_average_noise_at_least_the_proven_sensitivity(monkeypatch, replace):
-    """Seed 7; groups of 4000 / 6000 standard normals (every group released, not ⊥)."""
+    """Seed 7; groups of 4000 / 6000 standard normals (every group released, not ⊥), in the
+    FriendlyCore plan (``SMALL_SWITCH = 1``)."""
+    monkeypatch.setattr(grouped_mean, "SMALL_SWITCH", 1)
     monkeypatch.setattr(grouped_mean, "_Draws", _Recorder)
     _Recorder.seen = {}
     rng = np.random.default_rng(7)

@@ -7,7 +7,10 @@ longer side of its range, §7 ``recentre_shift``, 2026-12-06; and when the subsa
 row of the small-plan groups, rate 1 where it was 0 for ``n̂ < 1`` — here the 5-row group —, so
 that the small plan reads its rows from the subsample (an engine that keeps the rows, Spark,
 then collects them once), 2026-12-06: the FriendlyCore steps of those groups, whose results
-the small plan replaces, draw more filter coins, which shifts the later draws).
+the small plan replaces, draw more filter coins, which shifts the later draws); and when the
+small-group plan took the groups up to ``SMALL_SWITCH = 5`` times plan 0's floor and its second
+pass a scale per group (docs/proofs/aggregate_mean.md §8, §8.2 b0), 2026-12-06: the groups of
+2,500 and 4,000 rows moved to the small plan.
 
 The draws come from :class:`_FakeDraws`: plain numpy noise of the same shapes, drawn from a fixed
 generator in the mechanism's call order, so the pin checks the data path (subsample, sort orders,

@@ -39,7 +39,9 @@ def test_recentre_shift_is_finite_on_huge_ranges():
 
 def _binary_groups(seed: int, recentre: bool, monkeypatch: pytest.MonkeyPatch):
     """200 groups of 5,000 rows, 0/1 with 20 % ones, ε = 1/2, δ = 1e-6, the count fed as by a
-    query's ``count()`` (``n_scale`` = 4): the core is the atom 0, ``R_lo`` tiny, ``R_hi`` about 1."""
+    query's ``count()`` (``n_scale`` = 4): the core is the atom 0, ``R_lo`` tiny, ``R_hi`` about 1;
+    in the FriendlyCore plan (``SMALL_SWITCH = 1``)."""
+    monkeypatch.setattr(gm, "SMALL_SWITCH", 1)
     if not recentre:
         monkeypatch.setattr(gm, "recentre_shift", lambda r_lo, *a: np.zeros(np.shape(r_lo)))
     rng = np.random.default_rng(seed)

@@ -158,9 +158,9 @@ def _second_pass_unit(monkeypatch, seed):
     seen = {}
     inner = _SECOND_PASS
 
-    def spy(xg, gg, seg, first, center, rr, unit, two, eps_sum, draws):
+    def spy(xg, gg, seg, first, center, rr, unit, two, n_t, eps_sum, draws):
         seen["unit"], seen["rad"] = unit, float(rr[two].max())
-        return inner(xg, gg, seg, first, center, rr, unit, two, eps_sum, draws)
+        return inner(xg, gg, seg, first, center, rr, unit, two, n_t, eps_sum, draws)
 
     monkeypatch.setattr(gm, "_second_pass", spy)
     g, x = _binary_groups(seed, p=(0.2, 0.35, 0.5, 0.65, 0.8), rows=2000)

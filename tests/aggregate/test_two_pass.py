@@ -32,11 +32,16 @@ def test_rule_known_answers():
 
 
 class _Spy(gm._Draws):
-    """Records the ε of every clipped-sum release and the deviation-range selection."""
+    """Records the ε of every clipped-sum release, the scale step's noise scale and the
+    deviation-range selection."""
 
     def __init__(self, gen):
         super().__init__(gen)
-        self.sums, self.em_calls = [], []
+        self.sums, self.em_calls, self.scales = [], [], []
+
+    def dlap(self, name, scale, shape):
+        self.scales.append((name, scale))
+        return super().dlap(name, scale, shape)
 
     def dlap_scaled(self, name, sens, eps, which):
         self.sums.append((tuple(eps), np.asarray(which).copy(), np.asarray(sens).copy()))
@@ -66,52 +71,85 @@ def _run_small(gv, eps, seed, spy=None, n_hat=None):
 
 
 def test_budget_known_answers():
-    """Pass 1 at ε_sum/10 for the groups of T (index 1), the others at ε_sum; the deviation
-    range at ε_sum/20 (the sampler's 2·ε_c); pass 2 at 17·ε_sum/20; per row of T the three
-    add up to ε_sum exactly. Seed 3."""
+    """Pass 1 at ε_sum/10 for the groups of T (index 1), the others at ε_sum; the scale step at
+    ε_s = ε_sum/10 (noise DLap(4/ε_s)) for the groups with ñ·ε_s >= 40 (both here); the deviation
+    range at ε_sum/20 (the sampler's 2·ε_c); pass 2 at 15·ε_sum/20 for the scaled groups (index
+    2), 17·ε_sum/20 for the others of T (index 1); per row of T the steps add up to ε_sum
+    exactly. Seed 3."""
     gv, _, _ = _located([60, 3000, 3000], 3)
     spy = _Spy(np.random.default_rng(3))
     fp, out = _run_small(gv, Fraction(1, 3), 3, spy)
     e_sum = out["budget"].eps_sum
     assert out["two_pass"].tolist() == [False, True, True]
+    assert 3000 * e_sum / 10 >= gm.SCALE_ROWS
     (e1, w1, _), (e2, w2, s2) = spy.sums
     assert e1 == (e_sum, e_sum / 10) and w1.tolist() == [0, 1, 1]
-    assert e2 == (e_sum, e_sum * Fraction(17, 20)) and w2.tolist() == [0, 1, 1]
+    assert e2 == (e_sum, e_sum * Fraction(17, 20), e_sum * Fraction(15, 20)) and w2.tolist() == [0, 2, 2]
     assert s2[0] == 1  # group 0 is not released by pass 2 (its draw is discarded)
+    assert [sc for name, sc in spy.scales if name == "two_scale"] == [4 / (e_sum / 10)]
     (name, _, _, e_c2) = spy.em_calls[-1]
     assert name == "small_clip_2" and e_c2 == 2 * e_sum / 20
-    assert e_sum / 10 + e_c2 / 2 + e_sum * Fraction(17, 20) == e_sum
+    assert e_sum / 10 + e_sum / 10 + e_c2 / 2 + e_sum * Fraction(15, 20) == e_sum
+    assert e_sum / 10 + e_c2 / 2 + e_sum * Fraction(17, 20) == e_sum  # T without the scale step
+
+
+def test_scale_step_only_where_rows_suffice():
+    """ñ·ε_s below SCALE_ROWS: no scale draw, the group's pass 2 at 17·ε_sum/20 (index 1) and
+    its scale the median pick of the others. Seed 3."""
+    gv, _, _ = _located([1200, 3000, 3000], 3)
+    spy = _Spy(np.random.default_rng(3))
+    _, out = _run_small(gv, Fraction(1, 3), 3, spy)
+    e_sum = out["budget"].eps_sum
+    assert 1200 * e_sum / 10 < gm.SCALE_ROWS <= 3000 * e_sum / 10
+    assert out["two_pass"].tolist() == [True, True, True]
+    (_, w2, _) = spy.sums[-1]
+    assert w2.tolist() == [1, 2, 2]
+    spy = _Spy(np.random.default_rng(3))
+    _, out = _run_small(_located([1200] * 5, 3)[0], Fraction(1, 3), 3, spy)
+    assert out["two_pass"].all() and not [n for n, _ in spy.scales if n == "two_scale"]
+    assert spy.sums[-1][1].tolist() == [1] * 5
 
 
 def _first_pass(monkeypatch) -> dict:
     """Record what ``_second_pass`` receives: the first pass's release ``first``, the groups ``two``
-    and the pooled spread ``s``."""
+    and the unit ``s``; and the per-group scales ``w`` of :func:`pass_scales`."""
     seen: dict = {}
-    real = gm._second_pass
+    real, real_scales = gm._second_pass, gm.pass_scales
 
-    def spy(xg, gg, seg, first, center, rr, s, two, eps_sum, draws):
+    def spy(xg, gg, seg, first, center, rr, s, two, n_t, eps_sum, draws):
         seen.update(first=first.copy(), two=two.copy(), s=s)
-        return real(xg, gg, seg, first, center, rr, s, two, eps_sum, draws)
+        return real(xg, gg, seg, first, center, rr, s, two, n_t, eps_sum, draws)
+
+    def scales(*a):
+        w, scaled = real_scales(*a)
+        seen.update(w=w.copy(), scaled=scaled.copy())
+        return w, scaled
 
     monkeypatch.setattr(gm, "_second_pass", spy)
+    monkeypatch.setattr(gm, "pass_scales", scales)
     return seen
 
 
 def test_deviation_utility_reads_only_the_two_pass_rows(monkeypatch):
-    """The selection's utility is ``side_utilities`` of the sorted deviations ``x − f_g`` of the
-    rows of T only (f the first pass's release); control: with group 0's rows the counts differ."""
+    """The selection's utility is ``side_utilities`` over the multiples SIDE_KS of the sorted
+    relative deviations ``(x − f_g)/w_g`` of the rows of T only (f the first pass's release, w the
+    groups' scales); controls: with group 0's rows, or in the unit ``s`` instead of ``w_g``, the
+    counts differ."""
     gv, x, g = _located([400, 3000, 3000], 4, spacing=30.0)
     seen = _first_pass(monkeypatch)
     draws = _Spy(np.random.default_rng(4))
     _run_small(gv, Fraction(1, 3), 4, draws)
     assert seen["two"].tolist() == [False, True, True]
     u = draws.em_calls[-1][1]
-    cand = gm._grid_up(np.asarray(gm.SIDE_KS) * seen["s"])
+    ks = np.asarray(gm.SIDE_KS)
     rows = seen["two"][g]
-    want = gm.side_utilities(np.sort(x[rows] - seen["first"][g[rows]]), 0.0, cand)
+    dev = x[rows] - seen["first"][g[rows]]
+    want = gm.side_utilities(np.sort(dev / seen["w"][g[rows]]), 0.0, ks)
     assert np.array_equal(u, want)
-    wrong = gm.side_utilities(np.sort(x - seen["first"][g]), 0.0, cand)
+    wrong = gm.side_utilities(np.sort((x - seen["first"][g]) / seen["w"][g]), 0.0, ks)
     assert not np.array_equal(u, wrong)
+    assert not np.allclose(seen["w"][1:], seen["s"])  # the groups' scale, not the unit
+    assert not np.array_equal(u, gm.side_utilities(np.sort(dev / seen["s"]), 0.0, ks))
 
 
 def _max_loss(u_d, u_p, mu, weight):
@@ -126,8 +164,8 @@ def _max_loss(u_d, u_p, mu, weight):
 
 def _audit(monkeypatch, weight_factor):
     """The deviation-range step as the code calls it (utility, μ and ε captured from one run),
-    on neighbouring deviation sets: D (the run's) and D plus one row just beyond each candidate
-    radius, on either side, or at 0; returns the largest privacy loss over those neighbours
+    on neighbouring sets of relative deviations: D (the run's) and D plus one row just beyond each
+    candidate multiple, on either side, or at 0; returns the largest privacy loss over those neighbours
     divided by ε_c, with the sampler's weights exp(weight_factor·(ε/2)·u)."""
     gv, x, g = _located([2500, 2500, 2500], 6, spacing=50.0)
     draws = _Spy(np.random.default_rng(6))
@@ -136,9 +174,9 @@ def _audit(monkeypatch, weight_factor):
     name, u, mu, eps = draws.em_calls[-1]
     assert name == "small_clip_2"
     e_c = out["budget"].eps_sum / 20
-    cand = gm._grid_up(np.asarray(gm.SIDE_KS) * seen["s"])
+    cand = np.asarray(gm.SIDE_KS)
     rows = seen["two"][g]
-    dev = np.sort(x[rows] - seen["first"][g[rows]])
+    dev = np.sort((x[rows] - seen["first"][g[rows]]) / seen["w"][g[rows]])
     assert np.array_equal(u, gm.side_utilities(dev, 0.0, cand))
     weight = weight_factor * float(eps) / 2
     worst = 0.0

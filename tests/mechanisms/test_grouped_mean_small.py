@@ -30,10 +30,12 @@ def _table(sizes, draw, seed):
 
 def test_rule_known_answers():
     fp = gm.friendly_means_plan(EPS, DLT)
-    edge = fp.m_selects[0] + fp.count_tail  # n̂ from which plan 0's radius selection runs
-    assert 2000 < edge < 2600
-    assert fp.small(np.array([-40, 0, 1, 50, edge - 1, edge, 10**6])).tolist() == [
-        True, True, True, True, True, False, False]
+    floor = fp.m_selects[0] + fp.count_tail  # n̂ from which plan 0's radius selection runs
+    assert 2000 < floor < 2600
+    edge = gm.SMALL_SWITCH * fp.m_selects[0] + fp.count_tail  # n̂ from which plan 0 runs
+    assert gm.SMALL_SWITCH == 5 and 8000 < edge < 12000
+    assert fp.small(np.array([-40, 0, 1, 50, floor, edge - 1, edge, 10**6])).tolist() == [
+        True, True, True, True, True, True, False, False]
     assert fp.small_floor == 3  # ⌈1/ε_g⌉
     assert gm.friendly_means_plan(Fraction(1, 30), DLT).small_floor == 30
     eg = fp.epsilon / fp.steps

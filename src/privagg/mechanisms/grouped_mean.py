@@ -205,6 +205,31 @@ TWO_PASS_CLIP = Fraction(1, 20)
 #: K at five groups): with the unit ``s`` the ladder reached 16·s, and 0/1 groups drew ranges 2–5
 #: times their width (docs/utility/aggregate.md, 2026-12-06 ninth stop).
 TWO_PASS_UNIT = 0.25
+#: §8.2 b0: a scale per two-pass group at ``TWO_PASS_SCALE·ε_sum`` (taken from the second pass):
+#: report-noisy-max of the median-distance mass utility of ``|x − f_g|`` over the public
+#: candidates ``unit·2^k``, ``k = −SCALE_OCTAVES … SCALE_OCTAVES`` (``unit`` as above), with the
+#: public offsets ``−SCALE_PENALTY·(4/ε_s)·|k|`` (a far pick needs that much more evidence); a
+#: pick within ``SCALE_DEAD_ZONE`` octaves of the median pick of the two-pass groups takes the
+#: median pick (post-processing). The pooled deviation range is then chosen in units of each
+#: group's scale, so groups whose spreads differ by orders of magnitude (one column in different
+#: currencies; a 0/1 group among groups around 50) are not clipped to, or noised by, the range of
+#: the others (docs/utility/aggregate.md, 2026-12-06 eleventh stop).
+TWO_PASS_SCALE = Fraction(1, 10)
+#: ... only for the two-pass groups with ``ñ_g·TWO_PASS_SCALE·ε_sum >= SCALE_ROWS`` (public): with
+#: fewer rows the noise of the step beats the evidence of a median distance (a 250-row group
+#: drew 2^15 times its spread at ε = 1); the others take the median pick and keep
+#: ``TWO_PASS_SCALE·ε_sum`` for their second pass.
+SCALE_ROWS = 40
+SCALE_OCTAVES = 20
+SCALE_PENALTY = 0.25
+SCALE_DEAD_ZONE = 2
+#: A group runs the small-group plan while ``n̂ − t_n < SMALL_SWITCH·m_select_0`` (public): plan 0
+#: of the FriendlyCore plan spends about 4/5 of a group's ε on its count, radius, locate and
+#: range steps, so just above its own floor (``SMALL_SWITCH = 1``, until the eleventh stop of
+#: 2026-12-06) it was 2–7× the bounded mean on every law measured and released a 0/1 group with
+#: 20 % ones as its majority value (the spread floor needs about ``28/ε_f`` minority rows);
+#: measured in docs/utility/aggregate.md (same stop).
+SMALL_SWITCH = 5
 
 
 @dataclass(frozen=True)
@@ -262,11 +287,13 @@ class FriendlyMeansPlan:
 
     def small(self, n_hat: np.ndarray) -> np.ndarray:
         """Whether each group runs the small-group plan (§8), a public function of its released
-        ``n̂`` alone: ``n̂ − t_n < m_select_0`` (plan 0's radius selection would not run: until
-        issue 13 item 4 such groups were ⊥), ``n̂ < 1`` included (its ⊥ rule reads the
-        combined count ``ñ``, far less noisy than ``n̂``)."""
+        ``n̂`` alone: ``n̂ − t_n < SMALL_SWITCH·m_select_0`` (below ``m_select_0`` plan 0's radius
+        selection would not run: until issue 13 item 4 such groups were ⊥; up to
+        :data:`SMALL_SWITCH` times it plan 0 runs but spends most of the group's ε before its
+        sum), ``n̂ < 1`` included (its ⊥ rule reads the combined count ``ñ``, far less noisy than
+        ``n̂``)."""
         n_hat = np.asarray(n_hat)
-        return n_hat - self.count_tail < self.m_selects[0]
+        return n_hat - self.count_tail < SMALL_SWITCH * self.m_selects[0]
 
     def choose(self, n_hat: np.ndarray) -> np.ndarray:
         """The plan index of each group, a public function of its released ``n̂`` alone: the
@@ -996,15 +1023,16 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
     mean = _finite(m + total / n_pos)
     if two.any():
         unit = min(s, TWO_PASS_UNIT * rad)  # public: released spread and radius
-        center, rr, e_sums, t2, s2, es2, eg2 = _second_pass(xg, gg, seg, mean, center, rr, unit,
-                                                           two, bud.eps_sum, draws)
+        center, rr, e_sums, which, t2, s2, es2, eg2 = _second_pass(
+            xg, gg, seg, mean, center, rr, unit, two, n_t, bud.eps_sum, draws)
         mean = np.where(two, _finite(center + t2 / n_pos), mean)
         sens, e_s, e_g = np.where(two, s2, sens), np.where(two, es2, e_s), np.where(two, eg2, e_g)
     g_s_grid = np.ldexp(1.0, e_g)
     t_q = np.zeros(n_groups)
-    key = sens * 2 + which
+    n_e = len(e_sums)
+    key = sens * n_e + which
     for kk in np.unique(key):  # few distinct (sensitivity, ε index) pairs, not one per group
-        sv, k = divmod(int(kk), 2)
+        sv, k = divmod(int(kk), n_e)
         t_q[key == kk] = _dlap_two_sided(float(Fraction(sv) / e_sums[k]), 0.9 * BETA)
     if n_scale is None:
         w1, w2 = float(e_n) ** 2, float(e_2) ** 2
@@ -1028,41 +1056,138 @@ def two_pass_groups(n_tilde: np.ndarray, ok: np.ndarray, eps_sum: Fraction) -> n
     return two
 
 
+def scale_levels(dev: np.ndarray, unit: float) -> np.ndarray:
+    """The level ``ℓ = ⌈log2(|dev|/unit)⌉`` of each deviation (``|dev| <= unit·2^ℓ``, exact on
+    the float ``|dev|/unit`` by ``frexp``), clipped to ``[−F − 1, F + 1]`` (``F`` =
+    :data:`SCALE_OCTAVES`; 0 and underflow at ``−F − 1``, ``inf`` at ``F + 1``); a function of the
+    row and the public ``unit`` alone."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        a = np.abs(dev) / unit
+    m, e = np.frexp(a)  # a = m·2^e, m in [1/2, 1); a = 0: (0, 0); inf: (inf, 0)
+    lev = np.where(m == 0.5, e - 1, e).astype(np.int64)
+    lev = np.where(a == 0, -SCALE_OCTAVES - 1, lev)
+    lev = np.where(np.isinf(a), SCALE_OCTAVES + 1, lev)
+    return np.clip(lev, -SCALE_OCTAVES - 1, SCALE_OCTAVES + 1)
+
+
+def scale_utility(levels: np.ndarray, grp: np.ndarray, n_groups: int) -> np.ndarray:
+    """§8.2 b0's utility per group (rows: groups) over the candidates ``k = −F … F``: with
+    ``C_k = #{ℓ <= k}`` (:func:`scale_levels`) and ``Z = #{ℓ <= −F − 1}``, ``u_k = −max(2·(n_g −
+    C_k), 2·(C_{k−1} − Z))`` (``C_{−F−1} = Z``): twice the larger of the rows beyond the
+    candidate and the rows between the bottom and the candidate below it, the mass utility of a
+    median distance (:func:`~privagg.mechanisms.mean_small.centred_spread_mass_utility` at octave
+    steps). Adding a row of group g moves ``n_g − C_k`` and ``C_{k−1} − Z`` by 0 or 1 each, so
+    every ``u_k`` of g by 0, −1 or −2 and no other group's: sensitivity 2, parallel over groups."""
+    f = SCALE_OCTAVES
+    w = 2 * f + 3  # level −F − 1 … F + 1
+    hist = np.bincount(grp * w + (levels + f + 1), minlength=n_groups * w).reshape(n_groups, w)
+    c = np.cumsum(hist, axis=1)
+    n_g, z = c[:, -1:], c[:, :1]
+    cand = c[:, 1 : w - 1]  # C_k, k = −F … F
+    inner = np.concatenate([z, cand[:, :-1]], axis=1)  # C_{k−1}
+    return -np.maximum(2 * (n_g - cand), 2 * (inner - z))
+
+
+def scale_offsets(e_s: Fraction) -> np.ndarray:
+    """The public offsets ``−SCALE_PENALTY·(4/ε_s)·|k|`` of §8.2 b0 over ``k = −F … F``."""
+    k = np.abs(np.arange(-SCALE_OCTAVES, SCALE_OCTAVES + 1, dtype=np.float64))
+    return -SCALE_PENALTY * (4.0 / float(e_s)) * k
+
+
+def snap_scales(k: np.ndarray, two: np.ndarray) -> np.ndarray:
+    """Post-processing of the released picks ``k`` of the groups ``two``: a pick within
+    :data:`SCALE_DEAD_ZONE` octaves of their lower median takes the median (groups on one
+    scale then share one unit, as before the per-group scale); 0 for the other groups."""
+    out = np.zeros(k.shape, dtype=np.int64)
+    if two.any():
+        ref = _lower_median(k[two])
+        out = np.where(two, np.where(np.abs(k - ref) <= SCALE_DEAD_ZONE, ref, k), 0)
+    return out
+
+
+def _lower_median(v: np.ndarray) -> int:
+    """The lower median of a non-empty integer vector."""
+    v = np.sort(v)
+    return int(v[(v.size - 1) // 2])
+
+
+def group_scales(dev: np.ndarray, grp: np.ndarray, two: np.ndarray, unit: float, e_s: Fraction,
+                 draws: _Draws) -> np.ndarray:
+    """§8.2 b0: each two-pass group's scale exponent ``k_g`` (its scale is ``unit·2^k_g``):
+    report-noisy-max of :func:`scale_utility` plus :func:`scale_offsets` with ``DLap(4/ε_s)``
+    per candidate (sensitivity 2: ``ε_s``-DP per group, parallel over groups; the spread floor's
+    argument, docs/proofs/aggregate_mean.md §8.2), then :func:`snap_scales`. ``dev``, ``grp``:
+    the rows of the groups ``two`` only, their deviations from the public first means."""
+    n_groups = two.size
+    if not two.any():
+        return np.zeros(n_groups, dtype=np.int64)
+    util = scale_utility(scale_levels(dev, unit), grp, n_groups)
+    # one row of draws per group (the others' discarded), as every per-group draw here
+    noisy = util + scale_offsets(e_s)[None, :] + draws.dlap("two_scale", 4 / e_s, util.shape)
+    k = np.where(two, np.argmax(noisy, axis=1) - SCALE_OCTAVES, 0)
+    return snap_scales(k, two)
+
+
+def scale_groups(two: np.ndarray, n_tilde: np.ndarray, e_scale: Fraction) -> np.ndarray:
+    """The two-pass groups that run §8.2 b0 (public): ``ñ_g·ε_s >= SCALE_ROWS``."""
+    return two & (np.asarray(n_tilde, dtype=np.float64) * float(e_scale) >= SCALE_ROWS)
+
+
+def pass_scales(dev: np.ndarray, grp: np.ndarray, two: np.ndarray, n_tilde: np.ndarray,
+                unit: float, e_scale: Fraction, draws: _Draws) -> tuple[np.ndarray, np.ndarray]:
+    """§8.2 b0's scale ``w_g = unit·2^{k_g}`` per group (public) and the groups that ran the
+    step (:func:`scale_groups`): their picks from :func:`group_scales`, the other groups of
+    ``two`` the lower median of those picks (0 when none ran), the rest 0."""
+    scaled = scale_groups(two, n_tilde, e_scale)
+    k = group_scales(dev, grp, scaled, unit, e_scale, draws)
+    if scaled.any():  # post-processing of released picks
+        k = np.where(two & ~scaled, _lower_median(k[scaled]), k)
+    return np.ldexp(unit, k), scaled
+
+
 def _second_pass(xg: np.ndarray, gg: np.ndarray, seg: np.ndarray, first: np.ndarray,
                  center: np.ndarray, rr: np.ndarray, s: float, two: np.ndarray,
-                 eps_sum: Fraction, draws: _Draws) -> tuple:
+                 n_tilde: np.ndarray, eps_sum: Fraction, draws: _Draws) -> tuple:
     """§8.2 for the groups ``two`` (public), whose first pass released ``first`` at
-    ``TWO_PASS_FIRST·ε_sum``: a clipping range per side of the deviations ``x − first[g]``
-    pooled over those groups (the side utilities around 0 over the radii ``K·s``, K in SIDE_KS,
-    ``s`` the caller's public unit ``min(spread, TWO_PASS_UNIT·R)``; ``TWO_PASS_CLIP·ε_sum``), then each
-    group's clipped sum around ``first[g] + (R_hi − R_lo)/2`` at the rest. Returns the new
-    (center, radius, ε tuple, sums, sensitivities, exponents) per group (the other groups'
-    entries of center and radius unchanged: their ε index stays 0)."""
+    ``TWO_PASS_FIRST·ε_sum``: each group's scale ``w_g = s·2^{k_g}`` (``s`` the caller's public
+    unit ``min(spread, TWO_PASS_UNIT·R)``; ``k_g`` from :func:`group_scales` at
+    ``ε_s = TWO_PASS_SCALE·ε_sum`` for the groups of :func:`scale_groups`, the others take their
+    median pick), a clipping range per side in units of ``w_g``, pooled over the groups ``two``
+    (the side utilities of ``(x − first[g])/w_g`` around 0 over the multiples K in SIDE_KS;
+    ``TWO_PASS_CLIP·ε_sum``), then each group's clipped sum around ``first[g] + w_g·(K_hi −
+    K_lo)/2`` with the radius ``grid_up(w_g·(K_hi + K_lo)/2)`` at the rest of its ``ε_sum``.
+    Returns the new (center, radius, ε tuple, ε index, sums, sensitivities, exponents) per group
+    (the other groups' entries of center and radius unchanged, their ε index 0)."""
     from .mean_small import base_measure
 
     e_clip = eps_sum * TWO_PASS_CLIP
-    e_two = eps_sum * (1 - TWO_PASS_FIRST - TWO_PASS_CLIP)
+    e_scale = eps_sum * TWO_PASS_SCALE
+    e_two = eps_sum * (1 - TWO_PASS_FIRST - TWO_PASS_CLIP)  # without the scale step
     g_two = int(np.count_nonzero(two))
     rows = two[gg]
-    ds = np.sort(xg[rows] - first[gg[rows]])  # deviations from a public per-group value
-    ks = np.asarray(SIDE_KS, dtype=np.float64)
-    cand = _grid_up(ks * s)
-    cost = -float(e_clip) * SIDE_COST * g_two * ks / float(e_two)
-    pick = draws.em("small_clip_2", side_utilities(ds, 0.0, cand), base_measure(cost),
-                    2 * e_clip)
-    r_hi, r_lo = float(cand[int(pick[0])]), float(cand[int(pick[1])])
+    grow = gg[rows]
+    dev = xg[rows] - first[grow]  # deviations from a public per-group value
+    w, scaled = pass_scales(dev, grow, two, n_tilde, s, e_scale, draws)
     with np.errstate(over="ignore", invalid="ignore"):
-        c2 = _finite(first + (r_hi - r_lo) / 2)
-        rad2 = float(min(_grid_up(np.array((r_hi + r_lo) / 2))[()], 2.0**1000))
+        ds = np.sort(dev / w[grow])
+    ks = np.asarray(SIDE_KS, dtype=np.float64)
+    e_fin = e_two - e_scale if scaled.any() else e_two  # the scaled groups' second pass
+    cost = -float(e_clip) * SIDE_COST * g_two * ks / float(e_fin)
+    pick = draws.em("small_clip_2", side_utilities(ds, 0.0, ks), base_measure(cost),
+                    2 * e_clip)
+    k_hi, k_lo = float(ks[int(pick[0])]), float(ks[int(pick[1])])
+    with np.errstate(over="ignore", invalid="ignore"):
+        c2 = _finite(first + w * ((k_hi - k_lo) / 2))
+        rad2 = np.minimum(_grid_up(w * ((k_hi + k_lo) / 2)), 2.0**1000)
     c2 = np.where(two, c2, center)
     rr2 = np.where(two, rad2, rr)
-    which = two.astype(np.int64)
-    e_sums = (eps_sum, e_two)
+    which = np.where(scaled, 2, two.astype(np.int64))
+    e_sums = (eps_sum, e_two, e_two - e_scale)
     # the first pass drew every group's noise at index 0 or 1; the second pass releases only
     # the groups ``two`` (the others get sensitivity 1 and their draw is discarded)
     total, sens, e_s, e_g = _noisy_range_sums(xg - c2[gg], gg, seg, rr2, rr2, two, e_sums,
                                               which, draws)
-    return c2, rr2, e_sums, total, sens, e_s, e_g
+    return c2, rr2, e_sums, which, total, sens, e_s, e_g
 
 
 @quiet_numerics
