@@ -1111,21 +1111,27 @@ def _lower_median(v: np.ndarray) -> int:
     return int(v[(v.size - 1) // 2])
 
 
-def group_scales(dev: np.ndarray, grp: np.ndarray, two: np.ndarray, unit: float, e_s: Fraction,
-                 draws: _Draws) -> np.ndarray:
-    """§8.2 b0: each two-pass group's scale exponent ``k_g`` (its scale is ``unit·2^k_g``):
-    report-noisy-max of :func:`scale_utility` plus :func:`scale_offsets` with ``DLap(4/ε_s)``
-    per candidate (sensitivity 2: ``ε_s``-DP per group, parallel over groups; the spread floor's
-    argument, docs/proofs/aggregate_mean.md §8.2), then :func:`snap_scales`. ``dev``, ``grp``:
-    the rows of the groups ``two`` only, their deviations from the public first means."""
+def scale_picks(dev: np.ndarray, grp: np.ndarray, two: np.ndarray, unit: float, e_s: Fraction,
+                draws: _Draws) -> np.ndarray:
+    """§8.2 b0's released picks: per group of ``two`` the report-noisy-max of
+    :func:`scale_utility` plus :func:`scale_offsets` with ``DLap(4/ε_s)`` per candidate
+    (sensitivity 2: ``ε_s``-DP per group, the spread floor's argument, parallel over groups;
+    docs/proofs/aggregate_mean.md §8.2), 0 for the other groups. ``dev``, ``grp``: the rows of
+    the two-pass groups, their deviations from the public first means."""
     n_groups = two.size
     if not two.any():
         return np.zeros(n_groups, dtype=np.int64)
     util = scale_utility(scale_levels(dev, unit), grp, n_groups)
     # one row of draws per group (the others' discarded), as every per-group draw here
     noisy = util + scale_offsets(e_s)[None, :] + draws.dlap("two_scale", 4 / e_s, util.shape)
-    k = np.where(two, np.argmax(noisy, axis=1) - SCALE_OCTAVES, 0)
-    return snap_scales(k, two)
+    return np.where(two, np.argmax(noisy, axis=1) - SCALE_OCTAVES, 0)
+
+
+def group_scales(dev: np.ndarray, grp: np.ndarray, two: np.ndarray, unit: float, e_s: Fraction,
+                 draws: _Draws) -> np.ndarray:
+    """Each group's scale exponent ``k_g`` (its scale is ``unit·2^k_g``): :func:`scale_picks`,
+    then :func:`snap_scales`."""
+    return snap_scales(scale_picks(dev, grp, two, unit, e_s, draws), two)
 
 
 def scale_groups(two: np.ndarray, n_tilde: np.ndarray, e_scale: Fraction) -> np.ndarray:
