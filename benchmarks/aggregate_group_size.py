@@ -116,10 +116,13 @@ def crossover(sizes: Sequence[int], ratios: Sequence[float], target: float = ben
 
 def small_switch(seed: int) -> int | None:
     """The group size below which this query's unbounded mean runs the small-group plan (a group
-    is small iff ``n̂ − t_n < m_select_0``, docs/proofs/aggregate_mean.md §8): ``m_select_0 + t_n``
-    at the mean's share of the split (public parameters only; None if privagg's internals moved)."""
+    is small iff ``n̂ − t_n < SMALL_SWITCH·m_select_0``, docs/proofs/aggregate_mean.md §8):
+    ``SMALL_SWITCH·m_select_0 + t_n`` at the mean's share of the split (public parameters only;
+    None if privagg's internals moved)."""
     try:
         from privagg.mechanisms.grouped_mean import friendly_means_plan
+
+        from privagg.mechanisms import grouped_mean
 
         import pandas as pd
         import privagg
@@ -131,7 +134,7 @@ def small_switch(seed: int) -> int | None:
                                     domain=["a"], rng=seed)
         eps, dlt = release.split_exact["mean_v"]
         fp = friendly_means_plan(eps, dlt)
-        return int(fp.m_selects[0] + fp.count_tail)
+        return int(getattr(grouped_mean, "SMALL_SWITCH", 1) * fp.m_selects[0] + fp.count_tail)
     except Exception:  # noqa: BLE001 - informative only
         return None
 

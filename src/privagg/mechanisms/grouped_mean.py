@@ -42,12 +42,13 @@ Per group ``g`` (``n_g`` rows), with the shares of :func:`~privagg.mechanisms.me
    is one atom of tied data (a 0/1 column); a group whose **core is ⊥** runs this step 5 around
    the public center 0 from ``U = 2⁻⁶⁰`` instead of releasing ⊥ (§1.8, ``extra["core_fallback"]``).
 
-Groups whose ``n̂`` is below plan 0's radius selection (:meth:`FriendlyMeansPlan.small`) run the
-small-group plan instead (:func:`_small_means`, docs/proofs/aggregate_mean.md §8: a second count,
-a cell of the point-cell partition, a centred spread (both on monotone mass utilities) and a
-clipping range per side selected on the pooled rows of the small groups, then each group's
-clipped sum); ⊥ there only when the combined count is below
-``⌈1/ε_g⌉``.
+Groups whose ``n̂`` is below :data:`SMALL_SWITCH` times what plan 0's radius selection needs
+(:meth:`FriendlyMeansPlan.small`) run the small-group plan instead (:func:`_small_means`,
+docs/proofs/aggregate_mean.md §8: a second count, a cell of the point-cell partition, a centred
+spread (both on monotone mass utilities) and a clipping range per side selected on the pooled
+rows of the small groups, then each group's clipped sum; the larger of them in two passes, the
+second with a scale per group and a pooled range in units of it, §8.2); ⊥ there only when the
+combined count is below ``⌈1/ε_g⌉``.
 
 User level and neighbours: :func:`friendly_means_plan` (group privacy over ``max_rows`` rows,
 composition over ``max_groups`` groups, a replacement = a removal plus an addition).
@@ -158,9 +159,9 @@ FALLBACK_CAPS = 6
 TARGET_BETA = 0.05
 
 # ---------------------------------------------------------------- the small-group plan (§8)
-#: Groups whose released ``n̂`` is below what plan 0's radius selection needs
-#: (``n̂ − t_n < m_select_0``, :meth:`FriendlyMeansPlan.small`) run the small-group plan
-#: (docs/proofs/aggregate_mean.md §8) instead of ⊥: a second count, one shared location
+#: Groups whose released ``n̂`` is below :data:`SMALL_SWITCH` times what plan 0's radius selection
+#: needs (``n̂ − t_n < SMALL_SWITCH·m_select_0``, :meth:`FriendlyMeansPlan.small`) run the
+#: small-group plan (docs/proofs/aggregate_mean.md §8): a second count, one shared location
 #: (a point-cell partition's cell, centred spread, a clipping range per side) selected on the pooled rows of all
 #: small groups, then each group's clipped sum. Shares of ``ε_r = ε'_g − ε_n`` (public):
 #: the second count gets SMALL_COUNT_SHARE.
