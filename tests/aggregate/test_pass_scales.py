@@ -150,6 +150,7 @@ def _picks(extra_row: bool, copies: int, seed: int, draws_cls=gm._Draws):
 
 
 def _cp(k, n, low):
+    """Clopper–Pearson bounds at CONF (as tests/aggregate/test_spread_floor.py's floor audit)."""
     q = (1 - CONF) / 2
     if low:
         return 0.0 if k == 0 else float(beta_dist.ppf(q, k, n - k + 1))
