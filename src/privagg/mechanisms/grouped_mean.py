@@ -227,9 +227,9 @@ SCALE_DEAD_ZONE = 2
 #: A group runs the small-group plan while ``n̂ − t_n < SMALL_SWITCH·m_select_0`` (public): plan 0
 #: of the FriendlyCore plan spends about 4/5 of a group's ε on its count, radius, locate and
 #: range steps, so just above its own floor (``SMALL_SWITCH = 1``, until the eleventh stop of
-#: 2026-12-06) it was 2–7× the bounded mean on every law measured and released a 0/1 group with
-#: 20 % ones as its majority value (the spread floor needs about ``28/ε_f`` minority rows);
-#: measured in docs/utility/aggregate.md (same stop).
+#: 2026-12-06) it was 2–7× privagg's bounded mean (or ⊥) on every law measured and released a
+#: 0/1 group with 20 % ones as its majority value (the spread floor needs about ``28/ε_f``
+#: minority rows); measured in docs/utility/aggregate.md (same stop).
 SMALL_SWITCH = 5
 
 
