@@ -213,8 +213,9 @@ TWO_PASS_UNIT = 0.25
 #: pick within ``SCALE_DEAD_ZONE`` octaves of the median pick of the two-pass groups takes the
 #: median pick (post-processing). The pooled deviation range is then chosen in units of each
 #: group's scale, so groups whose spreads differ by orders of magnitude (one column in different
-#: currencies; a 0/1 group among groups around 50) are not clipped to, or noised by, the range of
-#: the others (docs/utility/aggregate.md, 2026-12-06 eleventh stop).
+#: currencies; a 0/1 group among groups around 50) are not clipped to the range of the others (a
+#: group on a much smaller scale still carries the noise of its first pass on the pooled range,
+#: §8.2; docs/utility/aggregate.md, 2026-12-06 eleventh stop).
 TWO_PASS_SCALE = Fraction(1, 10)
 #: ... only for the two-pass groups with ``ñ_g·TWO_PASS_SCALE·ε_sum >= SCALE_ROWS`` (public): with
 #: fewer rows the noise of the step beats the evidence of a median distance (a 250-row group
