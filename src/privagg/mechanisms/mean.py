@@ -564,6 +564,7 @@ def _mean_privacy_loss(epsilon: Fraction, delta: Fraction, calibration: str, alp
     if select_radius and coordinate_plan_possible(epsilon, delta):  # the coordinate plan (§11)
         for low in (False, True):  # the selections' share: a function of the released n̂
             plans.append(PrivacyLoss.approx(*mean_small.coordinate_loss(epsilon, delta, low)))  # no switch
+            plans.append(PrivacyLoss.approx(*mean_small.continuation_loss(epsilon, delta, low)))  # step 4′
             spent_e, spent_d, rest_e, rest_d = mean_small.switch_budget(epsilon, delta, low)
             plans += [PrivacyLoss.approx(spent_e + p.epsilon, spent_d + p.delta)  # switched (basic composition)
                       for p in _friendly_losses(rest_e, rest_d, calibration, alpha, True, where)]

@@ -163,6 +163,19 @@ COORD_LEVEL_DIV = 32.0
 #: The plan switches when a refined cell stays wider than this many second spreads: for data much
 #: narrower than the cell the second spread is the center's offset, at most half the cell.
 COORD_SWITCH_WIDTH = 2.0
+#: Step 4′ (the continuation): a refined cell wider than ``s2/CONT_RESOLVE`` is not resolved at
+#: the data's spread. Far from 0 relative to their spread (1e6 ± 10, years 2007–2009) the levels,
+#: counted from s1 (itself mostly c1's offset), stop at a cell far wider than the data, and the
+#: second spread is then the center's offset (up to twice the cell's half-width on the grid): the
+#: old switch test (a cell wider than COORD_SWITCH_WIDTH·s2) never fired there, and the release was
+#: 10–15× the range oracle with half the runs wild (docs/utility/mean.md, twelfth stop).
+CONT_RESOLVE = 4
+#: The continuation's selections (more levels and a third spread of each unresolved column) as one
+#: ρ-zCDP group: this share of the ε left (:func:`switch_budget`'s ε_rest), split by
+#: :data:`CONT_SHARES` (levels, spread); the outside count gets COORD_SHARE_OUTSIDE of ε_rest and
+#: the clipped sums the rest.
+CONT_SHARE_SELECT = Fraction(1, 4)
+CONT_SHARES = (Fraction(1, 2), Fraction(1, 2))
 #: A spread candidate ``g_k`` is good when the untied median lies in ``(g_{k−1−tol}, g_k]``: the
 #: released spread is at least the median and at most 2^{tol/4} times it.
 COORD_SPREAD_TOL = 4
@@ -568,7 +581,7 @@ def constants_key() -> tuple:
     cache keys, so a benchmark or test that sets one never meets a value computed before)."""
     return (COORD_SAMPLE, COORD_SAMPLE_1D, COORD_DMAX, COORD_NARROW_D, COORD_WIDE_MAX, COORD_MIN, COORD_MIN_COUNT,
             COORD_SHARE_OUTSIDE, COORD_SHARES, COORD_SHARE_SELECT, COORD_SHARE_SELECT_LOW, COORD_LOW,
-            COORD_DELTA_SHARE, COORD_LEVELS, STEP_EPS_MIN)
+            COORD_DELTA_SHARE, COORD_LEVELS, STEP_EPS_MIN, CONT_SHARE_SELECT, CONT_SHARES)
 
 
 @functools.lru_cache(maxsize=256)
@@ -598,6 +611,49 @@ def _switch_budget(eps: Fraction, dlt: Fraction, low: bool,
     b = coordinate_budget(eps, dlt, 1, low)
     return (b.eps_n + zcdp_to_epsilon(b.rho, b.delta_sel), b.delta_sel,
             eps - b.eps_n - b.eps_sel, dlt - b.delta_sel)
+
+
+def continuation_budget(epsilon: Any, delta: Any, d: int, low: bool = False, k: int = 1) -> CoordinateBudget:
+    """The budget of step 4′ (the continuation; public: ε, δ, d, :func:`low_sample` and the number
+    ``k`` of unresolved columns): the ``(ε_rest, δ_rest)`` of :func:`switch_budget` (what the
+    FriendlyCore plan would get), spent on the selections of the k unresolved columns
+    (:data:`CONT_SHARE_SELECT` of ε_rest, ``δ_sel = δ_rest·COORD_DELTA_SHARE``, ``ρ = rho_for(ε_sel,
+    δ_sel)``, ``ρ/k`` per column split by :data:`CONT_SHARES`: more levels, a third spread), the
+    outside count (``ε_rest·COORD_SHARE_OUTSIDE``) and each column's clipped sum (the rest, ``/d``).
+    The clip multiple keeps the plan's ``e_clip``: :func:`switch_budget`'s spent part already
+    charges the whole selection group (step 5's share with it). No count, cell or first spread."""
+    from .mean import _frac
+
+    return _continuation_budget(_frac(epsilon), _frac(delta), int(d), bool(low), int(k), constants_key())
+
+
+@functools.lru_cache(maxsize=256)
+def _continuation_budget(epsilon: Fraction, delta: Fraction, d: int, low: bool, k: int,
+                         _key: tuple) -> CoordinateBudget:
+    from .mean import rho_for
+
+    _, _, rest_e, rest_d = _switch_budget(epsilon, delta, low, _key)
+    eps_out = rest_e * COORD_SHARE_OUTSIDE
+    eps_sel = rest_e * CONT_SHARE_SELECT
+    delta_sel = rest_d * COORD_DELTA_SHARE
+    rho = rho_for(eps_sel, delta_sel)
+    eps_sum = (rest_e - eps_out - eps_sel) / d
+    rho_j = rho / max(k, 1)
+    a_lv, a_s = CONT_SHARES
+    zero = Fraction(0)
+    return CoordinateBudget(zero, eps_out, eps_sel, delta_sel, rho, eps_sum, zero, zero, rho_j * a_lv,
+                            em_epsilon(rho_j * a_s), _budget(epsilon, delta, d, low, _key).e_clip, zero)
+
+
+def continuation_loss(epsilon: Any, delta: Any, low: bool = False) -> tuple[Fraction, Fraction]:
+    """The (ε, δ) of the plan when it continues (step 4′; independent of d): :func:`switch_budget`'s
+    spent part plus the continuation's ``ε_out + ε_sum + zcdp_to_epsilon(ρ, δ_sel)`` and ``δ_sel``
+    (basic composition); at most what the switch to FriendlyCore is charged."""
+    from ..accounting import zcdp_to_epsilon
+
+    spent_e, spent_d, _, _ = switch_budget(epsilon, delta, low)
+    b = continuation_budget(epsilon, delta, 1, low)
+    return spent_e + b.eps_out + b.eps_sum + zcdp_to_epsilon(b.rho, b.delta_sel), spent_d + b.delta_sel
 
 
 def switch_epsilon(epsilon: Fraction, delta: Any = Fraction(1, 10**6)) -> Fraction:
@@ -637,6 +693,9 @@ def plan_possible(epsilon: Fraction, delta: Any = Fraction(1, 10**6)) -> bool:
     for low in (False, True):
         b = coordinate_budget(epsilon, delta, max(COORD_DMAX, 1), low)
         if not min(b.e_cell, b.e_s1, b.e_s2, b.e_clip, b.level_epsilon(COORD_LEVELS)) > 0:
+            return False
+        c = continuation_budget(epsilon, delta, max(COORD_DMAX, 1), low, max(COORD_DMAX, 1))  # step 4′
+        if min(c.eps_out, c.eps_sum) < STEP_EPS_MIN or not min(c.e_s2, c.e_clip, c.level_epsilon(COORD_LEVELS)) > 0:
             return False
     return True
 
@@ -837,6 +896,27 @@ def clip_multiples(source: Any, center: np.ndarray, spread: np.ndarray, zero: np
     return multiple, scale, radii
 
 
+def refine_cells(source: Any, n: int, a: np.ndarray, b: np.ndarray, levels: np.ndarray, bud: CoordinateBudget,
+                 gen: np.random.Generator) -> None:
+    """Steps 3 and 4′: per column ``levels[j]`` refinement levels of the cell ``[a_j, b_j)`` (in
+    place): :data:`COORD_BRANCH` subcells and one more on each side, the exponential mechanism on
+    :func:`cell_mass_utility_of_counts` (uniform base measure) at ``bud.level_epsilon(levels[j])``
+    each. One data pass per level."""
+    d = a.size
+    steps = np.arange(-1, COORD_BRANCH + 1, dtype=np.float64)
+    for j in range(d):  # over columns
+        e_lv = bud.level_epsilon(int(levels[j]))
+        for _ in range(int(levels[j])):  # at most COORD_LEVELS
+            w = (b[j] - a[j]) / COORD_BRANCH
+            sub_lo = a[j] + steps[:-1] * w
+            sub_hi = a[j] + steps[1:] * w
+            edges = [np.concatenate([sub_lo, sub_hi]) if i == j else np.zeros(0) for i in range(d)]
+            bl = source.below_counts(edges)[j]
+            util_j = cell_mass_utility_of_counts(bl[: sub_lo.size], bl[sub_lo.size :], n)
+            k = exponential_mechanism(util_j[None, :], np.ones(1, np.int64), e_lv, gen)[0]
+            a[j], b[j] = sub_lo[k], sub_hi[k]
+
+
 def second_pass_range(first: float, center: float, radius: float) -> tuple[float, float]:
     """Step 5b′'s second center and radius (public: functions of released values): the first
     pass's release ``f`` clamped into ``[c − R, c + R]``, and ``_grid_up(R + |f − c|)`` (at most
@@ -884,7 +964,8 @@ def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Genera
 
     source = _source(x)
     n, d = source.count(), source.d
-    bud = coordinate_budget(epsilon, delta, d, low_sample(n_hat, epsilon, d))
+    low = low_sample(n_hat, epsilon, d)
+    bud = coordinate_budget(epsilon, delta, d, low)
     # 1. octave cell of a median (cell mass utility, monotone), the same public partition for every
     #    column, with the point cells ±2^e and ±3 … ±15 (point_cells: an atom holding the median)
     lo, hi, oct_, is_point, geo_a, geo_b = point_cells(CELL_E_MIN)
@@ -911,18 +992,7 @@ def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Genera
             return None
         levels = np.where(wide, 0, np.minimum(levels, COORD_LEVELS))  # an infinite cell is not split
     # 3. refinement: COORD_BRANCH subcells (and one more on each side) per level, to s1/32 wide
-    steps = np.arange(-1, COORD_BRANCH + 1, dtype=np.float64)
-    for j in range(d):  # over columns
-        e_lv = bud.level_epsilon(int(levels[j]))
-        for _ in range(int(levels[j])):  # at most COORD_LEVELS
-            w = (b[j] - a[j]) / COORD_BRANCH
-            sub_lo = a[j] + steps[:-1] * w
-            sub_hi = a[j] + steps[1:] * w
-            edges = [np.concatenate([sub_lo, sub_hi]) if i == j else np.zeros(0) for i in range(d)]
-            bl = source.below_counts(edges)[j]
-            util_j = cell_mass_utility_of_counts(bl[: sub_lo.size], bl[sub_lo.size :], n)
-            k = exponential_mechanism(util_j[None, :], np.ones(1, np.int64), e_lv, gen)[0]
-            a[j], b[j] = sub_lo[k], sub_hi[k]
+    refine_cells(source, n, a, b, levels, bud, gen)
     refined = levels > 0
     with np.errstate(invalid="ignore", over="ignore"):
         center = _finite(np.where(refined, a + (b - a) / 2, c1))
@@ -939,8 +1009,20 @@ def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Genera
         with np.errstate(over="ignore", invalid="ignore"):
             bound = s1 + np.abs(c1 - center)
             spread = np.where(zero, s1, np.minimum(s2, bound))
-            if may_switch and bool(np.any(refined & ((b - a) > COORD_SWITCH_WIDTH * s2))):
-                return None  # the center is not resolved at the data's spread: far data
+            unresolved = refined & ((b - a) > s2 / CONT_RESOLVE)
+        if unresolved.any():
+            # 4′. the continuation (public: the released cells and s2): the ε left after the
+            #     selection group (switch_budget's ε_rest), more levels from s2, a third spread
+            bud = continuation_budget(epsilon, delta, d, low, int(unresolved.sum()))
+            with np.errstate(over="ignore", invalid="ignore"):
+                more = np.where(unresolved, np.minimum(levels_needed(b - a, s2 / COORD_LEVEL_DIV), COORD_LEVELS), 0)
+            refine_cells(source, n, a, b, more, bud, gen)
+            with np.errstate(invalid="ignore", over="ignore"):
+                moved = _finite(np.where(unresolved, a + (b - a) / 2, center))
+            s3 = centred_spread(source, moved, n, bud.e_s2, _octave(moved), gen, edge=np.where(unresolved, a, np.nan))
+            with np.errstate(over="ignore", invalid="ignore"):
+                spread = np.where(unresolved, np.minimum(s3, spread + np.abs(moved - center)), spread)
+            center = moved
     # 5. the clip multiple per column: the exponential mechanism (Δ = 1) on −#{|x − c| > K_i·s}
     #    over the public ladder COORD_CLIP_KS (ZERO_CLIP_KS in the annulus path), base measure the
     #    public cost of the radius
