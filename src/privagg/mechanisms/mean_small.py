@@ -1010,6 +1010,8 @@ def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Genera
             bound = s1 + np.abs(c1 - center)
             spread = np.where(zero, s1, np.minimum(s2, bound))
             unresolved = refined & ((b - a) > s2 / CONT_RESOLVE)
+            if may_switch and bool(np.any(refined & ((b - a) > COORD_SWITCH_WIDTH * s2))):
+                return None  # far from resolved, and FriendlyCore can release at this n̂: switch
         if unresolved.any():
             # 4′. the continuation (public: the released cells and s2): the ε left after the
             #     selection group (switch_budget's ε_rest), more levels from s2, a third spread
