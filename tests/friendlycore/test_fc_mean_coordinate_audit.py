@@ -199,8 +199,10 @@ def test_sampler_matches_the_closed_form_law():
 def test_steps_match_coordinate_mean_calls(monkeypatch):
     """The audited constructions are what coordinate_mean passes to the exponential mechanism:
     record its calls on one column (d = 1, n = 21 rows near 3000: the cell [2048, 4096), two
-    refinement levels and the second spread), replay the released values into the constructions
-    and compare utilities, base measures and ε (from coordinate_budget). Deterministic."""
+    refinement levels, the second spread, then step 4′ — the 2-wide cell is wider than a quarter of
+    the second spread — with more levels and a third spread at :func:`continuation_budget`, and the
+    clip multiple at the plan's ε), replay the released values into the constructions and compare
+    utilities, base measures and ε. Deterministic."""
     calls = record_exponential_mechanism(monkeypatch, S)
     x = np.arange(21, dtype=np.float64) * 0.25 + 3000.0
     eps, dlt = Fraction(20), Fraction(1, 10**6)
@@ -214,33 +216,54 @@ def test_steps_match_coordinate_mean_calls(monkeypatch):
     c1 = lo[k_c] + (hi[k_c] - lo[k_c]) / 2
     u, mu = spread_step(x, c1, float(S._octave(np.array([c1]))[0]))
     assert np.array_equal(u_1, u) and np.array_equal(mu_1, mu) and e_1 == b.e_s1
-    *levels, (u_2, mu_2, e_2, _), (u_k, mu_k, e_k, _) = rest
-    assert len(levels) == 2 and all(lv[0].size == S.COORD_BRANCH + 1 and (lv[1] == 1).all()
-                                    and lv[2] == b.level_epsilon(2) for lv in levels)
-    # each level's utility: level_step on the cell the previous step released (subcell k of
-    # [a, b) is [a + (k − 1)·w, a + k·w), w = (b − a)/32)
-    a_l, b_l = float(lo[k_c]), float(hi[k_c])
-    for u_l, _, _, k_l in levels:
-        assert np.array_equal(u_l, level_step(x, a_l, b_l)[0])
-        w_l = (b_l - a_l) / S.COORD_BRANCH
-        a_l, b_l = a_l + (k_l - 1) * w_l, a_l + k_l * w_l
+    levels, (u_2, mu_2, e_2, k_2), cont, (u_k, mu_k, e_k, _) = rest[:2], rest[2], rest[3:-1], rest[-1]
+    assert all(lv[0].size == S.COORD_BRANCH + 1 and (lv[1] == 1).all() and lv[2] == b.level_epsilon(2)
+               for lv in levels)
+
+    def replay(level_calls, a_l, b_l):
+        # each level's utility: level_step on the cell the previous step released (subcell k of
+        # [a, b) is [a + (k − 1)·w, a + k·w), w = (b − a)/32)
+        for u_l, _, _, k_l in level_calls:
+            assert np.array_equal(u_l, level_step(x, a_l, b_l)[0])
+            w_l = (b_l - a_l) / S.COORD_BRANCH
+            a_l, b_l = a_l + (k_l - 1) * w_l, a_l + k_l * w_l
+        return a_l, b_l
+
+    a2, b2 = replay(levels, float(lo[k_c]), float(hi[k_c]))
+    assert b2 - a2 == (hi[k_c] - lo[k_c]) / S.COORD_BRANCH**2 and a2 in x.tolist()  # a row on its left edge
     s1 = S.positive_grid()[k_1]
-    w = (hi[k_c] - lo[k_c]) / S.COORD_BRANCH**2  # the refined cell after two levels
-    edge = float(out["center"][0]) - w / 2  # its left edge: a row (3000 + 0.25·i) sits on it
-    assert edge in x.tolist()
     # step 4's base measure is anchored at the released center's octave (not s1's: a wild first
     # spread no longer widens the second's flat region, docs/proofs/mean.md §11)
-    center = float(out["center"][0])
+    center = a2 + (b2 - a2) / 2
     assert S._octave(np.array([s1]))[0] != S._octave(np.array([center]))[0]  # the replay tells them apart
-    u, mu = spread_step(x, center, float(S._octave(np.array([center]))[0]), edge)
+    u, mu = spread_step(x, center, float(S._octave(np.array([center]))[0]), a2)
     assert np.array_equal(u_2, u) and np.array_equal(mu_2, mu) and e_2 == b.e_s2
-    # step 5, the clip multiple (test_fc_mean_coordinate_clip.py): weights exp(ε_clip·u)
+    # step 4′: the cell is wider than s2/CONT_RESOLVE, so levels_needed(b − a, s2/32) more levels
+    # and a third spread, at the continuation's budget (k = 1 unresolved column)
+    s2 = float(S.positive_grid()[k_2])
+    assert b2 - a2 > s2 / S.CONT_RESOLVE
+    c = S.continuation_budget(eps, dlt, 1, S.low_sample(21, eps, 1), 1)
+    more = int(S.levels_needed(np.array([b2 - a2]), np.array([s2 / S.COORD_LEVEL_DIV]))[0])
+    print(f"s2 = {s2}, cell {b2 - a2}, {more} more levels")
+    assert more >= 1 and len(cont) == more + 1
+    assert all((lv[1] == 1).all() and lv[2] == c.level_epsilon(more) for lv in cont[:-1])
+    a3, b3 = replay(cont[:-1], a2, b2)
+    center3 = a3 + (b3 - a3) / 2
+    assert out["center"][0] == center3
+    u_3, mu_3, e_3, k_3 = cont[-1]
+    u, mu = spread_step(x, center3, float(S._octave(np.array([center3]))[0]), a3)
+    assert np.array_equal(u_3, u) and np.array_equal(mu_3, mu) and e_3 == c.e_s2
+    spread2 = min(s2, s1 + abs(c1 - center))  # step 4's bound, then step 4′'s
+    assert out["spread"][0] == min(float(S.positive_grid()[k_3]), spread2 + abs(center3 - center))
+    # step 5, the clip multiple (test_fc_mean_coordinate_clip.py): weights exp(ε_clip·u), at the
+    # plan's e_clip (charged with its selection group) and the continuation's ε_sum in the prior
     radii = S.clip_candidates(out["spread"])[0]
     xs = np.sort(x)
     o = S.clip_outside_counts(np.searchsorted(xs, out["center"][0] - radii, side="left"),
                               np.searchsorted(xs, np.nextafter(out["center"][0] + radii, np.inf), side="left"), x.size)
+    assert c.e_clip == b.e_clip and c.eps_sum < b.eps_sum
     assert np.array_equal(u_k, S.clip_utility(o)) and e_k == 2 * b.e_clip
-    assert np.array_equal(mu_k, S.base_measure(S.clip_log_prior(b.e_clip, b.eps_sum)))
+    assert np.array_equal(mu_k, S.base_measure(S.clip_log_prior(c.e_clip, c.eps_sum)))
     assert out["radii"][0] in radii.tolist()
 
 
