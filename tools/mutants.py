@@ -44,6 +44,7 @@ H = "mechanisms/histogram.py"
 T = "tests/mechanisms/"
 FC = "tests/friendlycore/"
 TP = "tests/friendlycore/test_fc_mean_coordinate_two_pass.py::"
+TC = "tests/friendlycore/test_fc_mean_continuation.py::"
 TA = "tests/aggregate/"
 GB = "mechanisms/grouped_bounded.py"
 GQ = "mechanisms/grouped_quantile.py"
@@ -517,6 +518,19 @@ MUTATIONS: tuple[Mutation, ...] = (
              "mechanisms/mean_small.py",
              "    f = min(max(first, center - radius), center + radius)", "    f = first",
              (TP + "test_second_pass_range_known_answers",)),
+    Mutation("mean-coord-cont-off", "mean coordinate plan: no step 4′ (an unresolved cell's offset sets the clip radius)",
+             "mechanisms/mean_small.py", "CONT_RESOLVE = 4\n", "CONT_RESOLVE = 1e-300\n",
+             (TC + "test_far_column_at_small_n", TC + "test_far_and_near_columns_at_d2")),
+    Mutation("mean-coord-cont-rho-all", "mean coordinate plan: step 4′ gives each unresolved column the whole ρ (k columns overspend)",
+             "mechanisms/mean_small.py", "    rho_j = rho / max(k, 1)\n", "    rho_j = rho\n",
+             (TC + "test_continuation_budget_known_answers",)),
+    Mutation("mean-coord-cont-sum-whole", "mean coordinate plan: step 4′'s sums also take the selections' ε",
+             "mechanisms/mean_small.py", "    eps_sum = (rest_e - eps_out - eps_sel) / d\n", "    eps_sum = (rest_e - eps_out) / d\n",
+             (TC + "test_continuation_budget_known_answers", TC + "test_continuation_loss_within_the_guarantee")),
+    Mutation("mean-coord-cont-plan-budget", "mean coordinate plan: step 4′ runs at the plan's budget (spent twice)",
+             "mechanisms/mean_small.py", "            bud = continuation_budget(epsilon, delta, d, low, int(unresolved.sum()))\n",
+             "            pass\n",
+             ("tests/friendlycore/test_fc_mean_coordinate_audit.py::test_steps_match_coordinate_mean_calls",)),
     Mutation("mean-coord-count-floor-off", "mean coordinate plan: no n̂·ε >= 200 floor (tiny tables released far)",
              "mechanisms/mean_small.py", "COORD_MIN_COUNT = 200\n", "COORD_MIN_COUNT = 0\n",
              ("tests/friendlycore/test_fc_mean_coordinate.py::test_tiny_tables_are_bottom_not_far",)),

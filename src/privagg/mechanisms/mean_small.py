@@ -55,10 +55,13 @@ exponential mechanism at ε is ε²/8-zCDP), and the rest, pure, for the d clipp
    enters the release times the offset ``|x̄ − c|``.
 
 If some ``L_j > COORD_LEVELS`` or a refined cell stays wider than :data:`COORD_SWITCH_WIDTH`
-second spreads (data far from 0 relative to their spread: 1e6 ± 1), and the FriendlyCore plan could
+second spreads (data far from 0 relative to their spread: 1e12 ± 1), and the FriendlyCore plan could
 release at this n̂, the FriendlyCore plan runs with :func:`switch_budget` (the whole selection
 group charged; basic composition; :func:`privagg.mechanisms.mean.mean_privacy_loss` takes the max
-over branches). The exponential mechanism (:func:`exponential_mechanism`) is sampled exactly
+over branches). Otherwise, 4′: a refined cell wider than ``s2/CONT_RESOLVE`` (not resolved at the
+data's spread: 1e6 ± 10, years 2007–2009) is refined further from ``s2`` and gets a third spread,
+at the ε the switch would hand over (:func:`continuation_budget`; step 5's ε_clip was charged with
+the selection group). The exponential mechanism (:func:`exponential_mechanism`) is sampled exactly
 (integer base measure, certified enclosures of ``exp(−ε·g/2)``, a lazily extended uniform).
 Vectorized over candidates (sorted column, ``searchsorted``); loops run over the d columns, the
 distinct utility levels and the refinement levels only. Every data access is a
@@ -161,7 +164,8 @@ COORD_DELTA_SHARE = Fraction(1, 2)
 #: 290 ± 5 and on 2000 ± 10).
 COORD_LEVEL_DIV = 32.0
 #: The plan switches when a refined cell stays wider than this many second spreads: for data much
-#: narrower than the cell the second spread is the center's offset, at most half the cell.
+#: narrower than the cell the second spread is the center's offset, at most half the cell (rounded
+#: up on the grid, so the test often misses such cells: step 4′, CONT_RESOLVE, takes them).
 COORD_SWITCH_WIDTH = 2.0
 #: Step 4′ (the continuation): a refined cell wider than ``s2/CONT_RESOLVE`` is not resolved at
 #: the data's spread. Far from 0 relative to their spread (1e6 ± 10, years 2007–2009) the levels,
@@ -959,7 +963,9 @@ def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Genera
     or its refined cell stays wider than :data:`COORD_SWITCH_WIDTH` second spreads (data far from
     0 relative to their spread: the caller then switches to the FriendlyCore plan with
     :func:`switch_budget`). With ``may_switch=False`` (public: the caller's choice from n̂, when
-    the switched plan could not release) it never returns None: at most COORD_LEVELS levels."""
+    the switched plan could not release) it never returns None: at most COORD_LEVELS levels. When
+    it does not switch and a refined cell is wider than ``s2/CONT_RESOLVE``, step 4′ spends the ε
+    the switch would hand over (:func:`continuation_budget`) on more levels and a third spread."""
     from .mean import _finite, _noisy_clipped_release, _source, _sum_exponent
 
     source = _source(x)
