@@ -832,7 +832,8 @@ def spread_upper_edges(c: float, grid: np.ndarray) -> np.ndarray:
 
 def centred_spread(source: Any, center: np.ndarray, n: int, eps: Fraction, anchor: np.ndarray,
                    gen: np.random.Generator, zero: np.ndarray | None = None,
-                   eps_zero: Fraction | None = None, edge: np.ndarray | None = None) -> np.ndarray:
+                   eps_zero: Fraction | None = None, edge: np.ndarray | None = None,
+                   only: np.ndarray | None = None) -> np.ndarray:
     """A spread step (docs/proofs/mean.md §11): per column, the exponential mechanism on the
     monotone :func:`centred_spread_mass_utility` around the released ``center`` over
     :func:`positive_grid`, base measure :func:`spread_log_prior` ``(anchor)``; one pass over the data. The columns of the
@@ -842,23 +843,25 @@ def centred_spread(source: Any, center: np.ndarray, n: int, eps: Fraction, ancho
     others. The upper edges are ``max(c + g_k, nextafter(c, ∞))`` (public, monotone in k: the
     intervals stay nested and every one holds the rows equal to c). With ``edge`` (public, per column, NaN for none; step 4: the refined cell's left
     edge ``a``) the rows equal to ``a`` count as tied: ``C'_k = #{x ∈ [c − g_k, c + g_k) or x = a}``
-    (:func:`edge_tied_counts`)."""
+    (:func:`edge_tied_counts`). With ``only`` (public mask; step 4′) the other columns are not
+    read and no mechanism runs for them (their entries are ``g_0``, placeholders)."""
     grid = positive_grid()
     d = center.size
     zero = np.zeros(d, bool) if zero is None else np.asarray(zero, bool)
     edge = np.full(d, np.nan) if edge is None else np.asarray(edge, np.float64)
-    has = np.isfinite(edge)
+    run = np.ones(d, bool) if only is None else np.asarray(only, bool)
+    has = np.isfinite(edge) & run
     with np.errstate(over="ignore", invalid="ignore"):
         edges = [np.concatenate([center[j] - grid, spread_upper_edges(center[j], grid)]
                                 + ([[edge[j], np.nextafter(edge[j], np.inf)]] if has[j] else []))
-                 for j in range(d)]  # over columns
+                 if run[j] else np.zeros(0) for j in range(d)]  # over columns
     below = source.below_counts(edges)
     for j in np.flatnonzero(has).tolist():  # over columns
         below[j] = edge_tied_counts(below[j], edges[j][: grid.size], edge[j])
     lp = spread_log_prior(anchor)
-    pick = np.empty(d, dtype=np.int64)
+    pick = np.zeros(d, dtype=np.int64)
     for mask, utility, e in ((~zero, centred_spread_mass_utility, eps), (zero, annulus_spread_utility, None)):
-        idx = np.flatnonzero(mask)
+        idx = np.flatnonzero(mask & run)
         if idx.size == 0:
             continue
         util = np.stack([utility(below[j][grid.size:], below[j][: grid.size], n) for j in idx.tolist()])
@@ -1027,7 +1030,8 @@ def coordinate_mean(x: Any, n_hat: int, epsilon: Fraction, gen: np.random.Genera
             refine_cells(source, n, a, b, more, bud, gen)
             with np.errstate(invalid="ignore", over="ignore"):
                 moved = _finite(np.where(unresolved, a + (b - a) / 2, center))
-            s3 = centred_spread(source, moved, n, bud.e_s2, _octave(moved), gen, edge=np.where(unresolved, a, np.nan))
+            s3 = centred_spread(source, moved, n, bud.e_s2, _octave(moved), gen, edge=np.where(unresolved, a, np.nan),
+                                only=unresolved)  # budgeted for the k unresolved columns only
             with np.errstate(over="ignore", invalid="ignore"):
                 spread = np.where(unresolved, np.minimum(s3, spread + np.abs(moved - center)), spread)
             center = moved
