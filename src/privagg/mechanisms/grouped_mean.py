@@ -887,10 +887,13 @@ class SmallBudget:
     eps_spread: Fraction  #: the pooled centred spread (exponential mechanism)
     eps_clip: Fraction  #: the pooled clipping range, both sides together (disjoint rows)
     eps_sum: Fraction  #: each small group's clipped sum
+    eps_levels: Fraction = Fraction(0)  #: the pooled cell's refinement levels, all together (§8 step 3b)
+    eps_spread2: Fraction = Fraction(0)  #: the pooled spread around the refined center (step 3b)
 
     @property
     def total(self) -> Fraction:
-        return self.eps_count2 + self.eps_cell + self.eps_spread + self.eps_clip + self.eps_sum
+        return (self.eps_count2 + self.eps_cell + self.eps_spread + self.eps_clip + self.eps_sum
+                + self.eps_levels + self.eps_spread2)
 
 
 def small_count_share(fp: FriendlyMeansPlan) -> Fraction:
@@ -898,7 +901,15 @@ def small_count_share(fp: FriendlyMeansPlan) -> Fraction:
     return (fp.epsilon / fp.steps - fp.group.eps_count) * SMALL_COUNT_SHARE
 
 
-def small_budget(fp: FriendlyMeansPlan, n_low: int, *, external: bool = False) -> SmallBudget:
+REFINE_LEVELS = Fraction(1)
+REFINE_SPREAD = Fraction(1, 2)
+REFINE_CAP_LEVELS = Fraction(1, 15)
+REFINE_CAP_SPREAD = Fraction(1, 30)
+REFINE_USE = 4
+SMALL_REFINE = True
+
+
+def small_budget(fp: FriendlyMeansPlan, n_low: int, *, external: bool = False, refine: bool = False) -> SmallBudget:
     """The shares of §8 (public: ``ε'_g = fp.epsilon/N``, the count's ``ε_n`` and the pooled
     lower bound ``n_low``): with ``ε_r = ε'_g − ε_n``, the second count ``ε_r/6``, the cell and
     the spread ``e = min(ε_r/5, SMALL_STEP_ROWS/max(n_low, 1))`` each, the clip range ``e/2``,
@@ -913,6 +924,9 @@ def small_budget(fp: FriendlyMeansPlan, n_low: int, *, external: bool = False) -
         rest = fp.epsilon / fp.steps - fp.group.eps_count
         e_c2 = small_count_share(fp)
     e = min(rest * SMALL_STEP_CAP, Fraction(SMALL_STEP_ROWS, max(int(n_low), 1)))
+    if refine:
+        e_lv, e_s2 = min(e * REFINE_LEVELS, rest * REFINE_CAP_LEVELS), min(e * REFINE_SPREAD, rest * REFINE_CAP_SPREAD)
+        return SmallBudget(e_c2, e, e, e / 2, rest - e_c2 - e * Fraction(5, 2) - e_lv - e_s2, e_lv, e_s2)
     return SmallBudget(e_c2, e, e, e / 2, rest - e_c2 - e * Fraction(5, 2))
 
 
@@ -956,7 +970,12 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
         base_measure,
         cell_floor,
         cell_mass_utility,
+        COORD_BRANCH,
+        COORD_LEVEL_DIV,
+        COORD_LEVELS,
         centred_spread_mass_utility,
+        edge_tied_counts,
+        levels_needed,
         point_cell_log_prior,
         point_cells,
         positive_grid,
@@ -1000,6 +1019,32 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
     util = centred_spread_mass_utility(below_hi, below_lo, n_p)[None, :]
     mu = base_measure(spread_log_prior(_octave(np.array([c1]))))
     s = float(grid[int(draws.em("small_spread", util, mu, bud.eps_spread)[0])])
+    # 3b. refinement of the pooled cell to s/32 and a second spread around its center
+    levels = 0
+    if SMALL_REFINE and k != 0 and not bool(point[k]) and math.isfinite(b - a):
+        with np.errstate(over="ignore", invalid="ignore"):
+            levels = min(int(levels_needed(np.array([b - a]), np.array([s / COORD_LEVEL_DIV]))[0]), COORD_LEVELS)
+    if levels > 0:
+        bud = small_budget(fp, n_low, external=n_scale is not None, refine=True)
+        steps = np.arange(-1, COORD_BRANCH + 1, dtype=np.float64)
+        e_lv = bud.eps_levels / levels
+        for i in range(levels):  # at most COORD_LEVELS
+            w = (b - a) / COORD_BRANCH
+            sub_lo, sub_hi = a + steps[:-1] * w, a + steps[1:] * w
+            kk = int(draws.em(f"small_level{i}", cell_mass_utility(xs, sub_lo, sub_hi)[None, :],
+                              np.ones(sub_lo.size, np.int64), e_lv)[0])
+            a, b = float(sub_lo[kk]), float(sub_hi[kk])
+        c2 = a + (b - a) / 2
+        with np.errstate(over="ignore", invalid="ignore"):
+            lo2 = c2 - grid
+            below_lo = np.searchsorted(xs, lo2, side="left")
+            below_hi = np.searchsorted(xs, spread_upper_edges(c2, grid), side="left")
+            below = edge_tied_counts(np.concatenate([below_lo, below_hi, np.searchsorted(xs, [a, np.nextafter(a, np.inf)], side="left")]), lo2, a)
+        util = centred_spread_mass_utility(below[grid.size:], below[: grid.size], n_p)[None, :]
+        mu = base_measure(spread_log_prior(_octave(np.array([c2]))))
+        s2 = float(grid[int(draws.em("small_spread2", util, mu, bud.eps_spread2)[0])])
+        if s2 * REFINE_USE <= s:  # the first spread was mostly c1's offset: far data
+            s, c1 = min(s2, s + abs(c1 - c2)), c2
     # 4. the clipping range per side: R = K·s, K from SIDE_KS_POOLED; utility −#{rows beyond}
     #    (monotone, Δ = 1, weights exp(ε·u)); the two sides read disjoint rows
     ks = np.asarray(SIDE_KS_POOLED, dtype=np.float64)
