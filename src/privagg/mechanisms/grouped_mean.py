@@ -906,6 +906,7 @@ REFINE_SPREAD = Fraction(1, 2)
 REFINE_CAP_LEVELS = Fraction(1, 15)
 REFINE_CAP_SPREAD = Fraction(1, 30)
 REFINE_USE = 4
+REFINE_EXTRA = 1
 SMALL_REFINE = True
 
 
@@ -1023,7 +1024,8 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
     levels = 0
     if SMALL_REFINE and k != 0 and not bool(point[k]) and math.isfinite(b - a):
         with np.errstate(over="ignore", invalid="ignore"):
-            levels = min(int(levels_needed(np.array([b - a]), np.array([s / COORD_LEVEL_DIV]))[0]), COORD_LEVELS)
+            levels = min(int(levels_needed(np.array([b - a]), np.array([s / COORD_LEVEL_DIV]))[0]) + REFINE_EXTRA,
+                         COORD_LEVELS)
     if levels > 0:
         bud = small_budget(fp, n_low, external=n_scale is not None, refine=True)
         steps = np.arange(-1, COORD_BRANCH + 1, dtype=np.float64)
@@ -1043,7 +1045,7 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
         util = centred_spread_mass_utility(below[grid.size:], below[: grid.size], n_p)[None, :]
         mu = base_measure(spread_log_prior(_octave(np.array([c2]))))
         s2 = float(grid[int(draws.em("small_spread2", util, mu, bud.eps_spread2)[0])])
-        if s2 * REFINE_USE <= s:  # the first spread was mostly c1's offset: far data
+        if s2 * REFINE_USE <= s:  # public: the first spread was mostly c1's offset (far data)
             s, c1 = min(s2, s + abs(c1 - c2)), c2
     # 4. the clipping range per side: R = K·s, K from SIDE_KS_POOLED; utility −#{rows beyond}
     #    (monotone, Δ = 1, weights exp(ε·u)); the two sides read disjoint rows
