@@ -90,3 +90,25 @@ def test_far_groups_control(monkeypatch):
     years = _worst(_years, 300, range(10))
     print(f"control: far {np.round(worst, 1)}; years {np.round(years, 2)}")
     assert (worst > 20).sum() >= 8 and np.median(years) > 1.0
+
+
+def test_too_few_pooled_rows_skip_the_step(monkeypatch):
+    """Three groups of 100 rows of N(4200, 800²) (penguin body masses' scale) at ε = 1/3: the
+    levels' ε times the pooled rows is below REFINE_ROWS per level, so step 2b does not run and
+    the release equals, bit for bit, the plan without it (same seed). Control: REFINE_ROWS = 0
+    runs the step (more draws, other budget): the release differs. Deterministic."""
+    rng = np.random.default_rng(SEED)
+    g = np.repeat(np.arange(3), 100).astype(np.int64)
+    x = np.round(rng.normal(4200.0, 800.0, 300) / 25.0) * 25.0
+
+    def release():
+        res = gm.friendly_means(GroupedValues(g, x, 3), epsilon=EPS, delta=DLT, contribution=Contribution(),
+                                rng=np.random.default_rng([SEED, 1]))
+        return res.value.tolist()
+
+    with_step = release()
+    monkeypatch.setattr(gm, "SMALL_REFINE", False)
+    assert release() == with_step
+    monkeypatch.setattr(gm, "SMALL_REFINE", True)
+    monkeypatch.setattr(gm, "REFINE_ROWS", 0)
+    assert release() != with_step
