@@ -888,8 +888,8 @@ class SmallBudget:
     eps_spread: Fraction  #: the pooled centred spread (exponential mechanism)
     eps_clip: Fraction  #: the pooled clipping range, both sides together (disjoint rows)
     eps_sum: Fraction  #: each small group's clipped sum
-    eps_levels: Fraction = Fraction(0)  #: the pooled cell's refinement levels, all together (§8 step 3b)
-    eps_spread2: Fraction = Fraction(0)  #: the pooled spread around the refined center (step 3b)
+    eps_levels: Fraction = Fraction(0)  #: the pooled cell's refinement levels, all together (§8 step 2b)
+    eps_spread2: Fraction = Fraction(0)  #: the pooled spread around the refined center (step 2b)
 
     @property
     def total(self) -> Fraction:
@@ -950,7 +950,8 @@ def small_budget(fp: FriendlyMeansPlan, n_low: int, *, external: bool = False, r
         e_c2 = small_count_share(fp)
     e = min(rest * SMALL_STEP_CAP, Fraction(SMALL_STEP_ROWS, max(int(n_low), 1)))
     if refine:
-        e_lv, e_s2 = min(e * REFINE_LEVELS, rest * REFINE_CAP_LEVELS), min(e * REFINE_SPREAD, rest * REFINE_CAP_SPREAD)
+        e_lv = min(e * REFINE_LEVELS, rest * REFINE_CAP_LEVELS)
+        e_s2 = min(e * REFINE_SPREAD, rest * REFINE_CAP_SPREAD)
         return SmallBudget(e_c2, e, e, e / 2, rest - e_c2 - e * Fraction(5, 2) - e_lv - e_s2, e_lv, e_s2)
     return SmallBudget(e_c2, e, e, e / 2, rest - e_c2 - e * Fraction(5, 2))
 
@@ -991,13 +992,13 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
     discrete Laplace scale ``n_scale`` (§8.1): no second count, ``ñ = n̂``."""
     from .mean_small import (
         CELL_E_MIN,
+        COORD_BRANCH,
+        COORD_LEVEL_DIV,
+        COORD_LEVELS,
         _octave,
         base_measure,
         cell_floor,
         cell_mass_utility,
-        COORD_BRANCH,
-        COORD_LEVEL_DIV,
-        COORD_LEVELS,
         centred_spread_mass_utility,
         edge_tied_counts,
         levels_needed,
@@ -1044,7 +1045,8 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
     util = centred_spread_mass_utility(below_hi, below_lo, n_p)[None, :]
     mu = base_measure(spread_log_prior(_octave(np.array([c1]))))
     s = float(grid[int(draws.em("small_spread", util, mu, bud.eps_spread)[0])])
-    # 3b. refinement of the pooled cell to s/32 and a second spread around its center
+    # 2b. refinement of the pooled cell (to s/32, one level more) and a second spread around its
+    #     center, used where the first spread was mostly c1's offset (§8 step 2b)
     levels = 0
     if SMALL_REFINE and k != 0 and not bool(point[k]) and math.isfinite(b - a):
         with np.errstate(over="ignore", invalid="ignore"):
@@ -1068,7 +1070,8 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
             lo2 = c2 - grid
             below_lo = np.searchsorted(xs, lo2, side="left")
             below_hi = np.searchsorted(xs, spread_upper_edges(c2, grid), side="left")
-            below = edge_tied_counts(np.concatenate([below_lo, below_hi, np.searchsorted(xs, [a, np.nextafter(a, np.inf)], side="left")]), lo2, a)
+            at_a = np.searchsorted(xs, [a, np.nextafter(a, np.inf)], side="left")  # the left edge a: tied
+            below = edge_tied_counts(np.concatenate([below_lo, below_hi, at_a]), lo2, a)
         util = centred_spread_mass_utility(below[grid.size:], below[: grid.size], n_p)[None, :]
         mu = base_measure(spread_log_prior(_octave(np.array([c2]))))
         s2 = float(grid[int(draws.em("small_spread2", util, mu, bud.eps_spread2)[0])])
