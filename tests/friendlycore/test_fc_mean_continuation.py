@@ -80,8 +80,9 @@ def _far_and_near(g, n):
 def test_far_column_at_small_n(monkeypatch):
     """N(10⁶, 10²), n = 400 < the switch's 433 rows at ε = 1 (the plan cannot hand over): 30
     releases, median |error| <= 0.2 sd. Measured (6 seed families of 20): medians 0.015–0.054 sd
-    (the range oracle's about 0.08); a run's error exceeds 0.2 sd in about one run in eight, so
-    the median of 30 exceeds it with probability below 10⁻⁴. Control (no continuation, the plan
+    (the range oracle's noise sd, computed: about 0.08), 90 % quantiles 0.10–2.15: if a run
+    exceeds 0.2 sd with probability at most 1/5, the median of 30 does with probability below
+    10⁻³. Control (no continuation, the plan
     before step 4′: the levels stop at a 512-wide cell and the second spread is the center's
     offset): medians 0.55–1.47 sd; asserted >= 0.3."""
     got = _median_error(_far, 400, 30, SEED)
@@ -96,8 +97,8 @@ def test_far_and_near_columns_at_d2(monkeypatch):
     """d = 2: N(10⁶, 10²) beside N(0, 1), n = 400; only the far column continues (k = 1), both sums
     at the continuation's ε. 30 releases, the median of the worse column's |error|/sd <= 0.25.
     Measured (6 seed families of 20): 0.067–0.091; control (no continuation) 0.78–1.56, asserted
-    >= 0.5. False failure: a run's worse error exceeds 0.25 in about one run in ten (measured 90 %
-    quantiles 0.15–0.27), so the median of 30 does with probability below 10⁻⁴."""
+    >= 0.5. False failure: the measured 90 % quantiles are 0.15–0.27, so a run's worse error
+    exceeds 0.25 with probability about 1/10, and the median of 30 does with probability below 10⁻⁴."""
     got = _median_error(_far_and_near, 400, 30, SEED + 1)
     monkeypatch.setattr(S, "CONT_RESOLVE", 1e-300)
     control = _median_error(_far_and_near, 400, 30, SEED + 1)
