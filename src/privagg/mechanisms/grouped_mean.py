@@ -992,7 +992,6 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
     discrete Laplace scale ``n_scale`` (§8.1): no second count, ``ñ = n̂``."""
     from .mean_small import (
         CELL_E_MIN,
-        COORD_BRANCH,
         COORD_LEVEL_DIV,
         COORD_LEVELS,
         _octave,
@@ -1007,6 +1006,7 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
         positive_grid,
         spread_log_prior,
         spread_upper_edges,
+        subcells,
     )
 
     n_groups = sizes.size
@@ -1020,6 +1020,7 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
         n_t, var = np.asarray(n_hat, dtype=np.float64), 2.0 * float(n_scale) ** 2
     n_low = pooled_low(n_t, small, var)  # public
     bud = small_budget(fp, n_low, external=n_scale is not None)
+    sum_rule_eps = bud.eps_sum  # the two-pass rule's ε: the sums' without step 2b (public)
     g_s = int(np.count_nonzero(small))
     rows = small[grp]  # x may hold only the small groups' rows (the subsample's: rate 1)
     xg, gg = x[rows], grp[rows]  # the small groups' rows, still sorted by group
@@ -1057,11 +1058,9 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
             levels = 0  # for the levels to find the rows: no step 2b, the sums keep its ε
     if levels > 0:
         bud = refined_bud
-        steps = np.arange(-1, COORD_BRANCH + 1, dtype=np.float64)
         e_lv = bud.eps_levels / levels
         for i in range(levels):  # at most COORD_LEVELS
-            w = (b - a) / COORD_BRANCH
-            sub_lo, sub_hi = a + steps[:-1] * w, a + steps[1:] * w
+            sub_lo, sub_hi = subcells(a, b)
             kk = int(draws.em(f"small_level{i}", cell_mass_utility(xs, sub_lo, sub_hi)[None, :],
                               np.ones(sub_lo.size, np.int64), e_lv)[0])
             a, b = float(sub_lo[kk]), float(sub_hi[kk])
@@ -1091,8 +1090,7 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
     # 5. each small group's clipped sum around m (discrete Laplace on its grid, ε_sum); the
     #    groups of two_pass_groups (ñ·ε_sum >= TWO_PASS_ROWS) spend ε_sum in two passes (§8.2)
     ok = small & (n_t * _SAFETY >= fp.small_floor)  # ñ >= floor, up to ñ's float rounding
-    # (the rule reads the sums' ε without step 2b: public, and no group loses its second pass to it)
-    two = two_pass_groups(n_t, ok, small_budget(fp, n_low, external=n_scale is not None).eps_sum)
+    two = two_pass_groups(n_t, ok, sum_rule_eps)  # no group loses its second pass to step 2b
     seg = _segments(gg, n_groups)
     e_sums = (bud.eps_sum, bud.eps_sum * TWO_PASS_FIRST)
     which = two.astype(np.int64)

@@ -903,6 +903,15 @@ def clip_multiples(source: Any, center: np.ndarray, spread: np.ndarray, zero: np
     return multiple, scale, radii
 
 
+def subcells(a: float, b: float) -> tuple[np.ndarray, np.ndarray]:
+    """One refinement level's candidates (public): the :data:`COORD_BRANCH` subcells of
+    ``[a, b)`` and one more on each side, ``[a + (i − 1)·w, a + i·w)`` for ``i = 0 … 33``,
+    ``w = (b − a)/COORD_BRANCH``: their lower and upper edges."""
+    steps = np.arange(-1, COORD_BRANCH + 1, dtype=np.float64)
+    w = (b - a) / COORD_BRANCH
+    return a + steps[:-1] * w, a + steps[1:] * w
+
+
 def refine_cells(source: Any, n: int, a: np.ndarray, b: np.ndarray, levels: np.ndarray, bud: CoordinateBudget,
                  gen: np.random.Generator) -> None:
     """Steps 3 and 4′: per column ``levels[j]`` refinement levels of the cell ``[a_j, b_j)`` (in
@@ -910,13 +919,10 @@ def refine_cells(source: Any, n: int, a: np.ndarray, b: np.ndarray, levels: np.n
     :func:`cell_mass_utility_of_counts` (uniform base measure) at ``bud.level_epsilon(levels[j])``
     each. One data pass per level."""
     d = a.size
-    steps = np.arange(-1, COORD_BRANCH + 1, dtype=np.float64)
     for j in range(d):  # over columns
         e_lv = bud.level_epsilon(int(levels[j]))
         for _ in range(int(levels[j])):  # at most COORD_LEVELS
-            w = (b[j] - a[j]) / COORD_BRANCH
-            sub_lo = a[j] + steps[:-1] * w
-            sub_hi = a[j] + steps[1:] * w
+            sub_lo, sub_hi = subcells(a[j], b[j])
             edges = [np.concatenate([sub_lo, sub_hi]) if i == j else np.zeros(0) for i in range(d)]
             bl = source.below_counts(edges)[j]
             util_j = cell_mass_utility_of_counts(bl[: sub_lo.size], bl[sub_lo.size :], n)
