@@ -20,10 +20,10 @@ import math
 from fractions import Fraction
 
 import numpy as np
-from scipy.stats import beta as beta_dist
 
 import privagg.mechanisms.grouped_mean as gm
 from privagg.mechanisms.grouped import Contribution, GroupedValues
+from privagg.testing import clopper_pearson_lower, clopper_pearson_upper
 
 SEED = 20261206
 F = gm.SCALE_OCTAVES
@@ -150,11 +150,9 @@ def _picks(extra_row: bool, copies: int, seed: int, draws_cls=gm._Draws):
 
 
 def _cp(k, n, low):
-    """Clopper–Pearson bounds at CONF (as tests/aggregate/test_spread_floor.py's floor audit)."""
+    """Clopper–Pearson bounds at CONF (each side (1 − CONF)/2)."""
     q = (1 - CONF) / 2
-    if low:
-        return 0.0 if k == 0 else float(beta_dist.ppf(q, k, n - k + 1))
-    return 1.0 if k == n else float(beta_dist.ppf(1 - q, k + 1, n - k))
+    return clopper_pearson_lower(k, n, q) if low else clopper_pearson_upper(k, n, q)
 
 
 def _eps_lower(draws_cls, n=30_000):

@@ -19,10 +19,10 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from scipy.stats import beta as beta_dist
 
 import privagg.mechanisms.grouped_mean as gm
 from privagg.mechanisms.grouped import Contribution, GroupedValues
+from privagg.testing import clopper_pearson_lower, clopper_pearson_upper
 
 SEED = 20261202
 CONF = 0.999  # audit bounds: each holds with probability >= 0.999 (false failure <= 2e-3)
@@ -138,10 +138,9 @@ def _floor_picks(extra_row: bool, copies: int, seed: int, draws_cls=gm._Draws):
 
 
 def _cp(k, n, low):
+    """Clopper–Pearson bounds at CONF (each side (1 − CONF)/2)."""
     q = (1 - CONF) / 2
-    if low:
-        return 0.0 if k == 0 else float(beta_dist.ppf(q, k, n - k + 1))
-    return 1.0 if k == n else float(beta_dist.ppf(1 - q, k + 1, n - k))
+    return clopper_pearson_lower(k, n, q) if low else clopper_pearson_upper(k, n, q)
 
 
 def _eps_lower(draws_cls, n=30_000):

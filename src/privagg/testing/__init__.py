@@ -10,6 +10,8 @@ from .fixtures import RecordingLedger, unit_copies
 from .stats import (
     binomial_two_sided_p,
     chisquare_gof,
+    clopper_pearson_lower,
+    clopper_pearson_upper,
     discrete_gaussian_pmf,
     discrete_laplace_pmf,
     wilson_interval,
@@ -21,6 +23,8 @@ __all__ = [
     "RecordingLedger",
     "binomial_two_sided_p",
     "chisquare_gof",
+    "clopper_pearson_lower",
+    "clopper_pearson_upper",
     "discrete_gaussian_pmf",
     "discrete_laplace_pmf",
     "wilson_interval",

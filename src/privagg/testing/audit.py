@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from .._validate import fail
+from .stats import clopper_pearson_lower, clopper_pearson_upper
 
 __all__ = ["AuditResult", "audit_mechanism", "audit_samples"]
 
@@ -133,8 +133,8 @@ def audit_samples(
     best = (0.0, 0.0, "none")
     for side, i in chosen:
         num, den = (test0[i], test1[i]) if side == "D" else (test1[i], test0[i])
-        p_num_lo = stats.beta.ppf(level, num, m - num + 1) if num > 0 else 0.0
-        p_den_hi = stats.beta.ppf(1.0 - level, den + 1, m - den) if den < m else 1.0
+        p_num_lo = clopper_pearson_lower(num, m, level)
+        p_den_hi = clopper_pearson_upper(den, m, level)
         estimate = math.log((num + 0.5) / (den + 0.5))
         if p_num_lo - delta > 0.0:
             bound = math.log((p_num_lo - delta) / p_den_hi)

@@ -13,6 +13,8 @@ from scipy import stats
 __all__ = [
     "binomial_two_sided_p",
     "chisquare_gof",
+    "clopper_pearson_lower",
+    "clopper_pearson_upper",
     "discrete_gaussian_pmf",
     "discrete_laplace_pmf",
     "wilson_interval",
@@ -148,6 +150,20 @@ def wilson_upper(successes: int, trials: int, alpha: float = 1e-6) -> float:
 def wilson_lower(successes: int, trials: int, alpha: float = 1e-6) -> float:
     """One-sided Wilson score lower confidence bound at level 1 − α."""
     return _wilson(successes, trials, _z(alpha))[0]
+
+
+def clopper_pearson_lower(successes: int, trials: int, alpha: float) -> float:
+    """Exact (Clopper–Pearson) one-sided lower confidence bound for a binomial rate:
+    ``P[rate < bound] <= α``; 0 when there is no success."""
+    k, n = int(successes), int(trials)
+    return 0.0 if k == 0 else float(stats.beta.ppf(alpha, k, n - k + 1))
+
+
+def clopper_pearson_upper(successes: int, trials: int, alpha: float) -> float:
+    """Exact (Clopper–Pearson) one-sided upper confidence bound: ``P[rate > bound] <= α``; 1 when
+    every trial succeeded."""
+    k, n = int(successes), int(trials)
+    return 1.0 if k == n else float(stats.beta.ppf(1.0 - alpha, k + 1, n - k))
 
 
 def wilson_interval(
