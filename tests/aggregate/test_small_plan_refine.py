@@ -110,5 +110,93 @@ def test_too_few_pooled_rows_skip_the_step(monkeypatch):
     monkeypatch.setattr(gm, "SMALL_REFINE", False)
     assert release() == with_step
     monkeypatch.setattr(gm, "SMALL_REFINE", True)
-    monkeypatch.setattr(gm, "REFINE_ROWS", 0)
+    monkeypatch.setattr(gm, "REFINE_ROWS", Fraction(1, 10**6))
     assert release() != with_step
+
+
+# ---- the partial step 2b and its gate (fewer levels than wanted, at least REFINE_PARTIAL_MIN)
+
+
+def test_partial_budget_known_answers():
+    """``refine_levels_affordable = ⌊e_lv·max(N_low, 0)/REFINE_ROWS⌋``; the gated budget keeps one
+    level's ε on the levels, none on the second spread, gives the rest to the sums, and keeps the
+    total ε'_g (known answers)."""
+    fp = gm.friendly_means_plan(EPS, DLT)
+    eg = fp.epsilon / fp.steps
+    for n_low in (-5, 0, 100, 500, 1000, 1700, 10**5):
+        b = gm.small_budget(fp, n_low, refine=True)
+        want = int(b.eps_levels * max(n_low, 0) // gm.REFINE_ROWS)
+        assert gm.refine_levels_affordable(b, n_low) == want
+        for levels in (2, 3):
+            e1 = b.eps_levels / levels
+            g = gm.gated_budget(b, e1)
+            assert (g.eps_levels, g.eps_spread2) == (e1, 0)
+            assert g.eps_sum == b.eps_sum + b.eps_levels - e1 + b.eps_spread2
+            assert (g.eps_count2, g.eps_cell, g.eps_spread, g.eps_clip) == (b.eps_count2, b.eps_cell, b.eps_spread, b.eps_clip)
+            assert fp.group.eps_count + g.total == eg
+    b = gm.small_budget(fp, 1000, refine=True)
+    assert gm.refine_levels_affordable(b, 1000) == 2  # the regime of the tests below (L = 3 wanted)
+
+
+def _steps(make, n_g: int, seeds, monkeypatch) -> list[tuple[int, bool]]:
+    """Per seed (levels drawn, second spread drawn) of the small-group plan on five groups."""
+    names: list[str] = []
+    em = gm._Draws.em
+
+    def spy(self, name, utility, mu, eps):
+        names.append(name)
+        return em(self, name, utility, mu, eps)
+
+    monkeypatch.setattr(gm._Draws, "em", spy)
+    out = []
+    for seed in seeds:
+        names.clear()
+        _worst(make, n_g, [seed])
+        out.append((sum(n.startswith("small_level") for n in names), "small_spread2" in names))
+    return out
+
+
+def _near(rng, n):
+    return rng.normal(50.0, 10.0, n)
+
+
+def test_partial_far_groups():
+    """Five groups of 200 rows at ε = 1/3 (1,000 pooled: 2 of the 3 levels affordable): N(10⁶, 10²)
+    median worst group <= 10 sd with at most 2 of 10 seeds beyond 20 sd; integers 2007–2009 over 20
+    seeds median <= 5 sd. Measured (seeds 10–49): far median 2.65 sd, 1 of 40 beyond 10; years
+    median 0.35, 5 of 40 beyond 5 sd; so false failure below 10⁻⁴ for both (binomial tails).
+    Control below: without the partial step 2,100 and 55 sd."""
+    far = _worst(_far, 200, range(10))
+    years = _worst(_years, 200, range(20))
+    print(f"seeds [{SEED}, 200, 0..]: far {np.round(far, 2)}; years {np.round(years, 2)}")
+    assert np.median(far) <= 10.0 and (far > 20.0).sum() <= 2
+    assert np.median(years) <= 5.0
+
+
+def test_partial_far_groups_control(monkeypatch):
+    """REFINE_PARTIAL_MIN out of reach (the plan before: step 2b only at its full L levels): the same
+    groups are off by more than 100 sd (far) and 10 sd (years) in the median."""
+    monkeypatch.setattr(gm, "REFINE_PARTIAL_MIN", 10**9)
+    far = _worst(_far, 200, range(10))
+    years = _worst(_years, 200, range(20))
+    print(f"control: far {np.round(far, 1)}; years {np.round(years, 1)}")
+    assert np.median(far) > 100.0 and np.median(years) > 10.0
+
+
+def test_gate_stops_near_data(monkeypatch):
+    """The gate (REFINE_GATE): on N(50, 10²) groups of 200 rows at ε = 1/3 the partial step stops
+    after its first level (one level drawn, no second spread) in at least 12 of 20 seeds; on
+    N(10⁶, 10²) it goes on (two levels and the second spread) in at least 9 of 10. Measured
+    (seeds 10–49): near 36 of 40 stopped, far 40 of 40 went on; false failure below 10⁻⁴."""
+    near = _steps(_near, 200, range(20), monkeypatch)
+    far = _steps(_far, 200, range(10), monkeypatch)
+    print(f"near (levels, spread2): {near}; far: {far}")
+    assert sum(1 for lv, s2 in near if lv == 1 and not s2) >= 12
+    assert sum(1 for lv, s2 in far if lv == 2 and s2) >= 9
+
+
+def test_gate_control(monkeypatch):
+    """REFINE_GATE = 0 (no gate): the near groups' partial step never stops after one level."""
+    monkeypatch.setattr(gm, "REFINE_GATE", 0.0)
+    near = _steps(_near, 200, range(20), monkeypatch)
+    assert sum(1 for lv, s2 in near if lv == 1 and not s2) == 0
