@@ -933,10 +933,11 @@ REFINE_ROWS = 8
 #: The gate of a partial step 2b (public: released values): after its first level, the step goes
 #: on only where that level's subcell center ``c'`` lies at least ``REFINE_GATE·s`` from ``c1``
 #: (far data: the rows sit about ``s`` from ``c1``, on one side); elsewhere it stops and the sums
-#: get the unspent levels' and second spread's ε. Far groups of 100 rows (500 pooled) were released
-#: hundreds of sd off before the partial step (N(10⁶, 10²): 378 sd median, years 2007–2009: 10.7);
-#: without the gate near data paid for levels it did not use (Weight_in_lbs by origin, cars:
-#: relative error 0.032 → 0.062, and a tiny second spread clipped whole groups to a point).
+#: get the unspent levels' and second spread's ε. Far groups of 100 rows (500 pooled; `count()` and
+#: `mean(x)` at ε = 1) were released hundreds of sd off before the partial step (N(10⁶, 10²): 501 sd
+#: median, years 2007–2009: 11.3; after: 0.54, 0.11; benchmarks/aggregate_far.py); without the gate
+#: near data paid for levels they did not use (Weight_in_lbs by origin, cars: relative error 0.032 →
+#: 0.062, and a tiny second spread clipped whole groups to a point).
 REFINE_GATE = 0.5
 #: The partial step runs only with at least this many affordable levels (public): with one, the
 #: gate's level is all of it and near tables paid it (cars, penguins, diabetes, stocks: relative
