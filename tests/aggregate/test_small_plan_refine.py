@@ -162,14 +162,14 @@ def _near(rng, n):
 
 def test_partial_far_groups():
     """Five groups of 200 rows at ε = 1/3 (1,000 pooled: 2 of the 3 levels affordable): N(10⁶, 10²)
-    median worst group <= 10 sd with at most 2 of 10 seeds beyond 20 sd; integers 2007–2009 over 20
-    seeds median <= 5 sd. Measured (seeds 10–49): far median 2.65 sd, 1 of 40 beyond 10; years
-    median 0.35, 5 of 40 beyond 5 sd; so false failure below 10⁻⁴ for both (binomial tails).
-    Control below: without the partial step 2,100 and 55 sd."""
+    over 10 seeds and integers 2007–2009 over 20 seeds, the median worst group <= 10 and <= 5 sd.
+    Measured (seeds 10–49): far median 2.65 sd, 1 of 40 seeds beyond 10; years median 0.35, 5 of 40
+    beyond 5 sd. At those rates a failure (5 of 10, 10 of 20 seeds beyond) has probability 2·10⁻⁶
+    and 5·10⁻⁵ (binomial tails). Control below: without the partial step 2,100 and 55 sd."""
     far = _worst(_far, 200, range(10))
     years = _worst(_years, 200, range(20))
     print(f"seeds [{SEED}, 200, 0..]: far {np.round(far, 2)}; years {np.round(years, 2)}")
-    assert np.median(far) <= 10.0 and (far > 20.0).sum() <= 2
+    assert np.median(far) <= 10.0
     assert np.median(years) <= 5.0
 
 
@@ -186,13 +186,15 @@ def test_partial_far_groups_control(monkeypatch):
 def test_gate_stops_near_data(monkeypatch):
     """The gate (REFINE_GATE): on N(50, 10²) groups of 200 rows at ε = 1/3 the partial step stops
     after its first level (one level drawn, no second spread) in at least 12 of 20 seeds; on
-    N(10⁶, 10²) it goes on (two levels and the second spread) in at least 9 of 10. Measured
-    (seeds 10–49): near 36 of 40 stopped, far 40 of 40 went on; false failure below 10⁻⁴."""
+    N(10⁶, 10²) it goes on (two levels and the second spread) in at least 15 of 20. Measured:
+    near 36 of 40 stopped (seeds 10–49), far 50 of 50 went on (seeds 0–49; a stop rate above 0.06
+    is excluded at 95 %). A failure has probability 6·10⁻⁵ (near, at 0.1 going on) and 9·10⁻⁴
+    (far, at the bound 0.06; 2·10⁻⁶ at 0.02)."""
     near = _steps(_near, 200, range(20), monkeypatch)
-    far = _steps(_far, 200, range(10), monkeypatch)
+    far = _steps(_far, 200, range(20), monkeypatch)
     print(f"near (levels, spread2): {near}; far: {far}")
     assert sum(1 for lv, s2 in near if lv == 1 and not s2) >= 12
-    assert sum(1 for lv, s2 in far if lv == 2 and s2) >= 9
+    assert sum(1 for lv, s2 in far if lv == 2 and s2) >= 15
 
 
 def test_gate_control(monkeypatch):
