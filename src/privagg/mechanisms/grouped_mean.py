@@ -1011,6 +1011,37 @@ def side_utilities(xs: np.ndarray, c1: float, cand: np.ndarray) -> np.ndarray:
     return -np.stack([o_hi, o_lo]).astype(np.int64)
 
 
+def _pooled_spread(xs: np.ndarray, c: float, draws: _Draws, name: str, eps: Fraction,
+                   edge: float | None = None) -> float:
+    """Steps 3 and 2b of §8: the pooled centred spread around the public ``c`` (the mass utility
+    around the untied median of ``|x − c|`` over :func:`~.mean_small.positive_grid`, base measure
+    ``spread_log_prior`` of ``c``'s octave; ``xs`` sorted), the exponential mechanism at ``eps``.
+    ``edge``: the refined cell's left edge, whose rows count as tied (``edge_tied_counts``)."""
+    from .mean_small import (
+        _octave,
+        base_measure,
+        centred_spread_mass_utility,
+        edge_tied_counts,
+        positive_grid,
+        spread_log_prior,
+        spread_upper_edges,
+    )
+
+    grid = positive_grid()
+    with np.errstate(over="ignore", invalid="ignore"):
+        lo = c - grid
+        below_lo = np.searchsorted(xs, lo, side="left")
+        # upper edges at least nextafter(c): the rows equal to c are tied (c + 2⁻⁹⁰⁰ rounds to c)
+        below_hi = np.searchsorted(xs, spread_upper_edges(c, grid), side="left")
+        if edge is not None:
+            at = np.searchsorted(xs, [edge, np.nextafter(edge, np.inf)], side="left")
+            below = edge_tied_counts(np.concatenate([below_lo, below_hi, at]), lo, edge)
+            below_lo, below_hi = below[: grid.size], below[grid.size:]
+    util = centred_spread_mass_utility(below_hi, below_lo, int(xs.size))[None, :]
+    mu = base_measure(spread_log_prior(_octave(np.array([c]))))
+    return float(grid[int(draws.em(name, util, mu, eps)[0])])
+
+
 def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.ndarray,
                  small: np.ndarray, fp: FriendlyMeansPlan, draws: _Draws,
                  n_scale: Fraction | None = None) -> dict[str, Any]:
@@ -1022,18 +1053,12 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
         CELL_E_MIN,
         COORD_LEVEL_DIV,
         COORD_LEVELS,
-        _octave,
         base_measure,
         cell_floor,
         cell_mass_utility,
-        centred_spread_mass_utility,
-        edge_tied_counts,
         levels_needed,
         point_cell_log_prior,
         point_cells,
-        positive_grid,
-        spread_log_prior,
-        spread_upper_edges,
         subcells,
     )
 
@@ -1053,7 +1078,6 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
     rows = small[grp]  # x may hold only the small groups' rows (the subsample's: rate 1)
     xg, gg = x[rows], grp[rows]  # the small groups' rows, still sorted by group
     xs = np.sort(xg)  # pooled, ascending
-    n_p = int(xs.size)
     # 2. the pooled cell of a median over the point cells (cell mass utility: monotone, moves
     #    0/−1/−2, weights exp(e·u/2)); a point cell's center is the point itself
     lo, hi, oct_, point, geo_a, geo_b = point_cells(CELL_E_MIN)
@@ -1066,14 +1090,8 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
             c1 = a + (b - a) / 2
         else:  # one of the two cells beyond ±2^1023: its finite edge
             c1 = a if math.isfinite(a) else b
-        # 3. the pooled centred spread (mass utility around the untied median of |x − c1|)
-        grid = positive_grid()
-        below_lo = np.searchsorted(xs, c1 - grid, side="left")
-        # upper edges at least nextafter(c1): the rows equal to c1 are tied (c1 + 2⁻⁹⁰⁰ rounds to c1)
-        below_hi = np.searchsorted(xs, spread_upper_edges(c1, grid), side="left")
-    util = centred_spread_mass_utility(below_hi, below_lo, n_p)[None, :]
-    mu = base_measure(spread_log_prior(_octave(np.array([c1]))))
-    s = float(grid[int(draws.em("small_spread", util, mu, bud.eps_spread)[0])])
+    # 3. the pooled centred spread (mass utility around the untied median of |x − c1|)
+    s = _pooled_spread(xs, c1, draws, "small_spread", bud.eps_spread)
     # 2b. refinement of the pooled cell (to s/32, one level more) and a second spread around its
     #     center, used where the first spread was mostly c1's offset (§8 step 2b); where fewer
     #     levels are affordable (at least REFINE_PARTIAL_MIN), those, behind the gate
@@ -1095,20 +1113,12 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
             kk = int(draws.em(f"small_level{i}", cell_mass_utility(xs, sub_lo, sub_hi)[None, :],
                               np.ones(sub_lo.size, np.int64), e_lv)[0])
             a, b = float(sub_lo[kk]), float(sub_hi[kk])
-            if partial and i == 0 and abs((a + (b - a) / 2) - c1) < REFINE_GATE * s:  # public: near data
+            c2 = a + (b - a) / 2
+            if partial and i == 0 and abs(c2 - c1) < REFINE_GATE * s:  # public: near data
                 bud, levels = gated_budget(bud, e_lv), 0
                 break
     if levels > 0:
-        c2 = a + (b - a) / 2
-        with np.errstate(over="ignore", invalid="ignore"):
-            lo2 = c2 - grid
-            below_lo = np.searchsorted(xs, lo2, side="left")
-            below_hi = np.searchsorted(xs, spread_upper_edges(c2, grid), side="left")
-            at_a = np.searchsorted(xs, [a, np.nextafter(a, np.inf)], side="left")  # the left edge a: tied
-            below = edge_tied_counts(np.concatenate([below_lo, below_hi, at_a]), lo2, a)
-        util = centred_spread_mass_utility(below[grid.size:], below[: grid.size], n_p)[None, :]
-        mu = base_measure(spread_log_prior(_octave(np.array([c2]))))
-        s2 = float(grid[int(draws.em("small_spread2", util, mu, bud.eps_spread2)[0])])
+        s2 = _pooled_spread(xs, c2, draws, "small_spread2", bud.eps_spread2, edge=a)
         if s2 * REFINE_USE <= s:  # public: the first spread was mostly c1's offset (far data)
             s, c1 = min(s2, s + abs(c1 - c2)), c2
     # 4. the clipping range per side: R = K·s, K from SIDE_KS_POOLED; utility −#{rows beyond}
