@@ -941,7 +941,7 @@ REFINE_ROWS = 8
 REFINE_GATE = 0.5
 #: The partial step runs only with at least this many affordable levels (public): with one, the
 #: gate's level is all of it and near tables paid it (cars, penguins, diabetes, stocks: relative
-#: error +8 to +23 %, 60 runs); with two, none of the benchmark's real tables enters it.
+#: error +8 to +23 %, 60 runs); with two, the benchmark's real tables' medians are unchanged.
 REFINE_PARTIAL_MIN = 2
 
 
