@@ -31,3 +31,8 @@ def load_benchmark(file: str, module_name: str) -> ModuleType:
 @pytest.fixture(scope="module")
 def group_size_sweep() -> ModuleType:
     return load_benchmark("aggregate_group_size.py", "bench_aggregate_group_size")
+
+
+@pytest.fixture(scope="module")
+def far_bench() -> ModuleType:
+    return load_benchmark("aggregate_far.py", "bench_aggregate_far")
