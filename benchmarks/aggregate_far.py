@@ -5,11 +5,16 @@ A column such as a year (2007–2009), a timestamp, or a measurement with a larg
 (docs/proofs/aggregate_mean.md §8). Step 2b refines that cell; at its full number of levels it
 needs ``e_lv·N_low >= 8·L``, so groups of about 100 rows (500 pooled) went without it and were
 released hundreds of sd off. The partial step (``REFINE_PARTIAL_MIN`` or more affordable levels,
-behind a gate for near data) covers them. This script measures, side by side in one run:
+behind a gate and the second spread's test for near data) covers them, and the floor of its shares
+(``REFINE_FLOOR_SHARE``) the groups whose capped shares afforded one level (about 100 rows in a
+four-metric query). This script measures, side by side in one run:
 
-- ``privagg``: ``privagg.aggregate(table, by="k", metrics=[count(), mean("x")])`` as it is;
+- ``privagg``: ``privagg.aggregate(table, by="k", metrics=[count(), mean("x")])`` as it is
+  (``--query four``: ``[count(), sum("x", b), mean("x"), quantile("x", 0.5)]``, ``b`` the
+  bounded mean's bounds below — the group-by benchmark's query);
+- ``no floor``: the same with ``grouped_mean.REFINE_FLOOR_SHARE = 0`` (step 2b's capped shares);
 - ``no partial``: the same with ``grouped_mean.REFINE_PARTIAL_MIN`` set out of reach (the plan
-  without the partial step: step 2b only at its full number of levels);
+  without the partial step: step 2b only at its full number of levels; no floor either);
 - ``bounded``: ``mean("x", bounds=(q_0.001, q_0.999))`` with the TRUE quantiles of the column
   (which a user would not know).
 
@@ -49,25 +54,31 @@ LAWS: dict[str, Callable[[np.random.Generator, int], np.ndarray]] = {
     "binary": lambda g, n: (g.random(n) < 0.2).astype(np.float64),
     "mixture": lambda g, n: np.where(g.random(n) < 0.3, g.normal(100.0, 5.0, n), g.normal(20.0, 3.0, n)),
 }
-METHODS = ("privagg", "no partial", "bounded")
+METHODS = ("privagg", "no floor", "no partial", "bounded")
+#: The constants each variant sets (the plan without the floor; without the partial step).
+VARIANTS: dict[str, tuple[str, Any]] = {"no floor": ("REFINE_FLOOR_SHARE", 0), "no partial": ("REFINE_PARTIAL_MIN", 10**9)}
+QUERIES = ("count-mean", "four")
 
 
 @contextlib.contextmanager
-def _no_partial(on: bool) -> Iterator[None]:
-    """``grouped_mean.REFINE_PARTIAL_MIN`` out of reach while ``on`` (the plan without the partial step)."""
+def _variant(method: str) -> Iterator[None]:
+    """The constant of :data:`VARIANTS` ``[method]`` set while inside (none for the others)."""
     import privagg.mechanisms.grouped_mean as gm
 
-    old = gm.REFINE_PARTIAL_MIN
-    if on:
-        gm.REFINE_PARTIAL_MIN = 10**9
+    if method not in VARIANTS:
+        yield
+        return
+    name, value = VARIANTS[method]
+    old = getattr(gm, name)
+    setattr(gm, name, value)
     try:
         yield
     finally:
-        gm.REFINE_PARTIAL_MIN = old
+        setattr(gm, name, old)
 
 
-def cell(law: str, n_g: int, groups: int, runs: int, epsilon: float) -> dict[str, Any]:
-    """Scores of the three methods on ``runs`` tables of one (law, n_g)."""
+def cell(law: str, n_g: int, groups: int, runs: int, epsilon: float, query: str = "count-mean") -> dict[str, Any]:
+    """Scores of the four methods on ``runs`` tables of one (law, n_g)."""
     import pandas as pd
 
     import privagg
@@ -80,10 +91,14 @@ def cell(law: str, n_g: int, groups: int, runs: int, epsilon: float) -> dict[str
         st = df.groupby("k")["x"].agg(["mean", "std"])
         bounds = (float(df.x.quantile(0.001)), float(df.x.quantile(0.999)))
         for method in METHODS:
-            metric = privagg.mean("x", bounds=bounds) if method == "bounded" else privagg.mean("x")
-            with _no_partial(method == "no partial"):
+            metrics = [privagg.count(), privagg.mean("x", bounds=bounds) if method == "bounded" else privagg.mean("x")]
+            if query == "four":
+                metrics[1:1] = [privagg.sum("x", bounds=bounds)]
+                metrics.append(privagg.quantile("x", 0.5, bounds=bounds) if method == "bounded"
+                               else privagg.quantile("x", 0.5))
+            with _variant(method):
                 res = privagg.aggregate(df, by="k", domain=list(range(groups)), epsilon=epsilon, delta=1e-6,
-                                        rng=r, metrics=[privagg.count(), metric]).to_pandas().set_index("k")
+                                        rng=r, metrics=metrics).to_pandas().set_index("k")
             value = res["mean_x"].to_numpy(dtype=float, na_value=np.nan)
             if "mean_x_ok" in res.columns:
                 value = np.where(res["mean_x_ok"].to_numpy(dtype=bool, na_value=False), value, np.nan)
@@ -107,6 +122,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--groups", type=int, default=5)
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--epsilon", type=float, default=1.0)
+    p.add_argument("--query", choices=QUERIES, default="count-mean")
     p.add_argument("--markdown", action="store_true")
     args = p.parse_args(argv)
     laws = [w for w in args.laws.split(",") if w]
@@ -117,8 +133,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     t0 = time.perf_counter()
     header = ["law", "n_g", *(f"{m}: median / worst group (sd)" for m in METHODS), "privagg interval coverage"]
     if args.markdown:
+        what = "count() + mean(x)" if args.query == "count-mean" else "count() + sum(x, b) + mean(x) + median(x)"
         print(f"**far and near columns in {args.groups} small groups: ε = {args.epsilon}, δ = 1e-06, "
-              f"count() + mean(x), public partitions; {args.runs} runs per cell; |error|/sd**\n")
+              f"{what}, public partitions; {args.runs} runs per cell; |error|/sd**\n")
         print("| " + " | ".join(header) + " |")
         print("|" + "---|" * len(header))
     else:
@@ -128,7 +145,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         warnings.simplefilter("ignore")
         for law in laws:
             for n_g in sizes:
-                c = cell(law, n_g, args.groups, args.runs, args.epsilon)
+                c = cell(law, n_g, args.groups, args.runs, args.epsilon, args.query)
                 results[f"{law}/{n_g}"] = c
                 row = [law, f"{n_g:,}", *(f"{c[m][0]:.3g} / {c[m][1]:.3g}" for m in METHODS), f"{c['coverage']:.2f}"]
                 print(("| " + " | ".join(row) + " |") if args.markdown else "  ".join(row), flush=True)

@@ -890,11 +890,12 @@ class SmallBudget:
     eps_sum: Fraction  #: each small group's clipped sum
     eps_levels: Fraction = Fraction(0)  #: the pooled cell's refinement levels, all together (§8 step 2b)
     eps_spread2: Fraction = Fraction(0)  #: the pooled spread around the refined center (step 2b)
+    eps_spread3: Fraction = Fraction(0)  #: a partial step 2b's third spread (its far branch)
 
     @property
     def total(self) -> Fraction:
         return (self.eps_count2 + self.eps_cell + self.eps_spread + self.eps_clip + self.eps_sum
-                + self.eps_levels + self.eps_spread2)
+                + self.eps_levels + self.eps_spread2 + self.eps_spread3)
 
 
 def small_count_share(fp: FriendlyMeansPlan) -> Fraction:
@@ -943,6 +944,13 @@ REFINE_GATE = 0.5
 #: gate's level is all of it and near tables paid it (cars, penguins, diabetes, stocks: relative
 #: error +8 to +23 %, 60 runs); with two, the benchmark's real tables' medians are unchanged.
 REFINE_PARTIAL_MIN = 2
+#: The floor of step 2b's shares (public; fourteenth stop): where the caps ``ε_r/15``, ``ε_r/30``
+#: afford fewer than ``REFINE_PARTIAL_MIN`` levels but the cell's share ``e`` affords them, the
+#: levels get ``REFINE_PARTIAL_MIN·REFINE_ROWS/N_low`` and the second spread ``REFINE_ROWS/N_low``,
+#: provided the levels and the far branch's two spreads take at most this fraction of the sums'
+#: share. Without it, far columns in groups of about 100 rows in a four-metric query at ε = 1 were
+#: released sd's off: years by origin (vega cars) 3.6 sd, years by island (penguins) 25.5 sd.
+REFINE_FLOOR_SHARE = Fraction(1, 2)
 
 
 def small_budget(fp: FriendlyMeansPlan, n_low: int, *, external: bool = False, refine: bool = False) -> SmallBudget:
@@ -956,7 +964,9 @@ def small_budget(fp: FriendlyMeansPlan, n_low: int, *, external: bool = False, r
 
     ``refine`` (step 2b runs; public: the released cell and spread): the levels get
     ``min(REFINE_LEVELS·e, REFINE_CAP_LEVELS·ε_r)`` and the second spread ``min(REFINE_SPREAD·e,
-    REFINE_CAP_SPREAD·ε_r)``, both from the sums (at least ``ε_r/3 − ε_r/10`` left)."""
+    REFINE_CAP_SPREAD·ε_r)``, both from the sums (at least ``ε_r/3 − ε_r/10`` left; ``ε_r/5``
+    after a partial step's third spread), or the partial step's minimum where those caps afford
+    fewer levels (:func:`refine_floor`: at least half the sums' share left after the third)."""
     if external:
         rest = fp.epsilon / fp.steps
         e_c2 = Fraction(0)
@@ -964,11 +974,28 @@ def small_budget(fp: FriendlyMeansPlan, n_low: int, *, external: bool = False, r
         rest = fp.epsilon / fp.steps - fp.group.eps_count
         e_c2 = small_count_share(fp)
     e = min(rest * SMALL_STEP_CAP, Fraction(SMALL_STEP_ROWS, max(int(n_low), 1)))
+    sums = rest - e_c2 - e * Fraction(5, 2)
     if refine:
-        e_lv = min(e * REFINE_LEVELS, rest * REFINE_CAP_LEVELS)
-        e_s2 = min(e * REFINE_SPREAD, rest * REFINE_CAP_SPREAD)
-        return SmallBudget(e_c2, e, e, e / 2, rest - e_c2 - e * Fraction(5, 2) - e_lv - e_s2, e_lv, e_s2)
-    return SmallBudget(e_c2, e, e, e / 2, rest - e_c2 - e * Fraction(5, 2))
+        e_lv, e_s2 = refine_floor(min(e * REFINE_LEVELS, rest * REFINE_CAP_LEVELS),
+                                  min(e * REFINE_SPREAD, rest * REFINE_CAP_SPREAD), e, sums, n_low)
+        return SmallBudget(e_c2, e, e, e / 2, sums - e_lv - e_s2, e_lv, e_s2)
+    return SmallBudget(e_c2, e, e, e / 2, sums)
+
+
+def refine_floor(e_lv: Fraction, e_s2: Fraction, e: Fraction, sums: Fraction, n_low: int
+                 ) -> tuple[Fraction, Fraction]:
+    """Step 2b's shares ``(e_lv, e_s2)`` after the floor (public): the capped ones, unless they
+    afford fewer than ``REFINE_PARTIAL_MIN`` levels at ``REFINE_ROWS/N_low`` each while
+    ``lv = REFINE_PARTIAL_MIN·REFINE_ROWS/N_low <= e·REFINE_LEVELS`` and ``lv + 2·s2 <=
+    REFINE_FLOOR_SHARE·sums`` (``s2 = max(e_s2, REFINE_ROWS/N_low)``; ``sums`` the sums' share
+    without step 2b): then ``(lv, s2)``, the partial step's minimum."""
+    n = int(n_low)
+    if n <= 0:
+        return e_lv, e_s2
+    lv, s2 = Fraction(REFINE_PARTIAL_MIN * REFINE_ROWS, n), max(e_s2, Fraction(REFINE_ROWS, n))
+    if e_lv < lv <= e * REFINE_LEVELS and lv + 2 * s2 <= REFINE_FLOOR_SHARE * sums:
+        return lv, s2
+    return e_lv, e_s2
 
 
 def refine_levels_affordable(bud: SmallBudget, n_low: int) -> int:
@@ -977,11 +1004,19 @@ def refine_levels_affordable(bud: SmallBudget, n_low: int) -> int:
     return int(bud.eps_levels * max(int(n_low), 0) / Fraction(REFINE_ROWS))
 
 
-def gated_budget(bud: SmallBudget, e_level: Fraction) -> SmallBudget:
-    """A partial step 2b stopped by its gate after one level of ``e_level`` (public): the other
-    levels' and the second spread's ε go to the sums; the total is unchanged."""
-    back = bud.eps_levels - e_level + bud.eps_spread2
-    return dataclasses.replace(bud, eps_levels=e_level, eps_spread2=Fraction(0), eps_sum=bud.eps_sum + back)
+def gated_budget(bud: SmallBudget, e_level: Fraction, *, spread2: bool = False) -> SmallBudget:
+    """A partial step 2b stopped after one level of ``e_level`` (public): by its gate (the
+    second spread not drawn: its ε goes to the sums too) or, ``spread2``, by the second spread's
+    test (drawn and spent); the other levels' ε goes to the sums. The total is unchanged."""
+    back = bud.eps_levels - e_level + (0 if spread2 else bud.eps_spread2)
+    return dataclasses.replace(bud, eps_levels=e_level, eps_spread2=bud.eps_spread2 if spread2 else Fraction(0),
+                               eps_sum=bud.eps_sum + back)
+
+
+def far_budget(bud: SmallBudget) -> SmallBudget:
+    """A partial step 2b whose second spread found far data (public): a third spread at the
+    second's ε, from the sums; the total is unchanged."""
+    return dataclasses.replace(bud, eps_spread3=bud.eps_spread2, eps_sum=bud.eps_sum - bud.eps_spread2)
 
 
 def combined_count(n_hat: np.ndarray, n2: np.ndarray, e_n: Fraction, e_2: Fraction
@@ -1094,7 +1129,8 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
     s = _pooled_spread(xs, c1, draws, "small_spread", bud.eps_spread)
     # 2b. refinement of the pooled cell (to s/32, one level more) and a second spread around its
     #     center, used where the first spread was mostly c1's offset (§8 step 2b); where fewer
-    #     levels are affordable (at least REFINE_PARTIAL_MIN), those, behind the gate
+    #     levels are affordable (at least REFINE_PARTIAL_MIN), those, behind the gate and the
+    #     second spread's test, with a third spread in the far branch
     levels, partial = 0, False
     if SMALL_REFINE and k != 0 and not bool(point[k]) and math.isfinite(b - a):
         with np.errstate(over="ignore", invalid="ignore"):
@@ -1114,10 +1150,21 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
                               np.ones(sub_lo.size, np.int64), e_lv)[0])
             a, b = float(sub_lo[kk]), float(sub_hi[kk])
             c2 = a + (b - a) / 2
-            if partial and i == 0 and abs(c2 - c1) < REFINE_GATE * s:  # public: near data
-                bud, levels = gated_budget(bud, e_lv), 0
-                break
-    if levels > 0:
+            if partial and i == 0:
+                if abs(c2 - c1) < REFINE_GATE * s:  # public: near data
+                    bud, levels = gated_budget(bud, e_lv), 0
+                    break
+                # the second spread right after the gate, around the first level's center: far
+                # data go on; the others stop here and the sums get the other levels' ε
+                s2 = _pooled_spread(xs, c2, draws, "small_spread2", bud.eps_spread2, edge=a)
+                if s2 * REFINE_USE > s:  # public
+                    bud, levels = gated_budget(bud, e_lv, spread2=True), 0
+                    break
+    if levels > 0 and partial:  # far (public): a third spread around the refined center
+        bud = far_budget(bud)
+        s3 = _pooled_spread(xs, c2, draws, "small_spread3", bud.eps_spread3, edge=a)
+        s, c1 = min(s3, s + abs(c1 - c2)), c2
+    elif levels > 0:
         s2 = _pooled_spread(xs, c2, draws, "small_spread2", bud.eps_spread2, edge=a)
         if s2 * REFINE_USE <= s:  # public: the first spread was mostly c1's offset (far data)
             s, c1 = min(s2, s + abs(c1 - c2)), c2
