@@ -13,25 +13,18 @@ import math
 from fractions import Fraction
 
 import numpy as np
-from scipy.stats import beta as beta_dist
-
 import privagg.mechanisms.grouped_mean as gm
 from privagg.mechanisms.grouped import Contribution, GroupedValues
+from privagg.testing import clopper_pearson_lower, clopper_pearson_upper
 
 CONF = 0.999  # each bound holds with probability >= 0.999: false-failure rate <= 2e-3 per audit
 
 
-def _cp_low(k, n):
-    return 0.0 if k == 0 else float(beta_dist.ppf((1 - CONF) / 2, k, n - k + 1))
-
-
-def _cp_high(k, n):
-    return 1.0 if k == n else float(beta_dist.ppf(1 - (1 - CONF) / 2, k + 1, n - k))
-
-
 def _eps_lower(hits_a, hits_b, n, delta=0.0):
-    """Lower confidence bound on ε from P_a[E] <= e^ε P_b[E] + δ."""
-    pa, pb = _cp_low(hits_a, n), _cp_high(hits_b, n)
+    """Lower confidence bound on ε from P_a[E] <= e^ε P_b[E] + δ (Clopper–Pearson, each side
+    (1 − CONF)/2)."""
+    q = (1 - CONF) / 2
+    pa, pb = clopper_pearson_lower(hits_a, n, q), clopper_pearson_upper(hits_b, n, q)
     return -math.inf if pa - delta <= 0 else math.log((pa - delta) / pb)
 
 

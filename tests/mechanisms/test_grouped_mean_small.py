@@ -16,6 +16,7 @@ import pytest
 import privagg.mechanisms.grouped_mean as gm
 from privagg.mechanisms.grouped import Contribution, GroupedValues
 from privagg.mechanisms.mean_small import base_measure, exponential_mechanism
+from privagg.testing import clopper_pearson_lower, clopper_pearson_upper
 
 EPS = Fraction(1, 3)  # the unbounded mean's share in the benchmark (public partitions)
 DLT = Fraction(1, 10**6)
@@ -108,8 +109,6 @@ def _side_audit(eps_sampler, draws=40_000):
     but the first unchanged). Base measure: the first radius e⁶ times heavier than each other,
     the worst case of the monotone argument (the weight moves off the prefix). Returns the
     empirical ε lower bound of the event {a larger radius} (Clopper–Pearson, 99 % each side)."""
-    from scipy.stats import beta
-
     cand = np.asarray(gm._grid_up(np.asarray(gm.SIDE_KS) * 1.0))
     xs_d = np.full(200, 0.1)
     xs_p = np.sort(np.concatenate([xs_d, [float(cand[0]) * 1.01]]))
@@ -120,8 +119,8 @@ def _side_audit(eps_sampler, draws=40_000):
         pick = exponential_mechanism(u, mu, eps_sampler, np.random.default_rng(seed), size=draws)
         ks.append(int((pick[0] > 0).sum()))
     k_d, k_p = ks
-    p_p_low = beta.ppf(0.01, k_p, draws - k_p + 1)
-    p_d_high = beta.ppf(0.99, k_d + 1, draws - k_d)
+    p_p_low = clopper_pearson_lower(k_p, draws, 0.01)
+    p_d_high = clopper_pearson_upper(k_d, draws, 0.01)
     return math.log(p_p_low / p_d_high), k_d, k_p
 
 
