@@ -581,7 +581,8 @@ def _print_table(release: Any, *, file: Path, rows: int, privacy_unit: str | Non
         need = (getattr(release, "extra", None) or {}).get(name, {}).get("rows_needed")
         if need is not None and len(need) and "count" not in names:
             notes.append(f"{name}: a group with fewer than about {int(need[0]):,} rows may be released far "
-                         "from its data (add --count: such groups are then marked ⊥)")
+                         "from its data (add --count: such groups are then marked ⊥, or released over the "
+                         "clipping range of an unbounded --mean of the same column)")
     for note in notes:
         console.print(Text(visible(note)))
     for name in names:  # why groups are ⊥ (public sentences)

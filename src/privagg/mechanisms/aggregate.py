@@ -36,7 +36,9 @@ a δ that no step needs is not spent (the release and the ledger say δ = 0). Th
 sequentially (all read the same rows); each metric is itself a parallel composition over the
 disjoint groups. The metrics draw in the query's order, except that quantiles draw last: a
 bounded quantile sizes each group's grid from the query's released ``count()`` when it has one
-(post-processing of that release; docs/proofs/aggregate_quantile.md §4). Proofs:
+(post-processing of that release; docs/proofs/aggregate_quantile.md §4), and an unbounded one
+releases the groups too small for its own search over the clipping range of the query's unbounded
+``mean`` of the same column (released by that mean; §5c). Proofs:
 ``docs/proofs/aggregate.md``.
 
 Key selection (no domain): each group with n ≥ 1 distinct units after bounding (record level: rows)
@@ -297,12 +299,14 @@ class Quantile(_Metric):
         gq.stage_scales(a, b, eps, contribution, bounded=box is not None)
 
     def run(self, cand: Any, eps: Fraction, dlt: Fraction, contribution: Contribution, gen: Any,
-            n_hat: Any = None) -> MetricResult:
-        """``n_hat``: the query's released noisy counts (``count()``), which size the bounded grid."""
+            n_hat: Any = None, windows: Any = None) -> MetricResult:
+        """``n_hat``: the query's released noisy counts (``count()``), which size the bounded grid;
+        ``windows``: released per-group ranges for the groups too small for the unbounded search
+        (the clipping range of the query's unbounded mean of this column)."""
         from .grouped_quantile import quantiles
 
         return quantiles(cand.values[self.column], self.q, bounds=self.bounds, epsilon=eps,
-                         contribution=contribution, rng=gen, n_hat=n_hat)
+                         contribution=contribution, rng=gen, n_hat=n_hat, windows=windows)
 
 
 def count() -> Count:
@@ -765,6 +769,7 @@ def aggregate(
         fed: tuple[Any, Fraction] | None = None
         # in the query's order (the draws' order is public), except that quantiles come last: a bounded
         # quantile sizes its grid from the released count() when the query has one (post-processing),
+        # an unbounded one takes its small groups' windows from an unbounded mean of its column,
         # and a count() that feeds an unbounded mean comes first (docs/proofs/aggregate_mean.md §8.1)
         for m in sorted(mets, key=lambda m: (isinstance(m, Quantile), not (feed is not None and isinstance(m, Count)))):
             if m.name in results:
@@ -810,7 +815,8 @@ def aggregate(
                     results[s_m.name], results[b_m.name] = _empty(s_m), _empty(b_m)
                 continue
             if isinstance(m, Quantile) and "count" in results:
-                results[m.name] = (m.run(cand, *split[m.name], contribution, gen, n_hat=results["count"].value)
+                results[m.name] = (m.run(cand, *split[m.name], contribution, gen, n_hat=results["count"].value,
+                                         windows=_mean_window(m, mets, results))
                                    if cand.size else _empty(m))
                 continue
             results[m.name] = m.run(cand, *split[m.name], contribution, gen) if cand.size else _empty(m)
@@ -819,6 +825,21 @@ def aggregate(
     finally:
         for v in kept:
             v.close()
+
+
+def _mean_window(q: Quantile, mets: tuple[_Metric, ...], results: dict[str, MetricResult]) -> Any:
+    """The released clipping range ``(clip_low, clip_high)`` per group of the query's first
+    unbounded ``mean(col)`` of the quantile's column (already drawn: quantiles come last), for an
+    unbounded quantile; else None. Post-processing of that mean's release (docs/proofs/
+    aggregate_quantile.md §5c)."""
+    if q.bounds is not None:
+        return None
+    for m in mets:
+        if isinstance(m, Mean) and m.bounds is None and m.column == q.column and m.name in results:
+            extra = results[m.name].extra or {}
+            if "clip_low" in extra and "clip_high" in extra:
+                return extra["clip_low"], extra["clip_high"]
+    return None
 
 
 def _count_feed(mets: tuple[_Metric, ...], joint: _Joint | None) -> Mean | None:

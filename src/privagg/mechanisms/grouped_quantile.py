@@ -29,7 +29,10 @@ Grids (all candidates are exactly representable floats, so ``x <= t`` is an exac
   (0 for the cell holding the quantile even when all rows lie in one cell; the point utility is
   flat there, which made the old quarter-octave point search uniform over its 835 candidates on
   small or narrow groups), stage 2 (5ε/8) on the dyadic grid of at most ``2^UNBOUNDED_BITS``
-  candidates of that cell.
+  candidates of that cell. A group the ⊥ rule drops (a released count below :func:`rows_needed`)
+  is released instead from ONE stage at the full ε over a released window of its own when the
+  query gives one (``windows``: the clipping range of the query's unbounded mean of the same
+  column; post-processing of that metric's release), i.e. the bounded mechanism with those bounds.
 """
 
 from __future__ import annotations
@@ -351,7 +354,8 @@ def _dyadic_stage(rows: Any, groups: np.ndarray | None, sizes: np.ndarray,
 
 def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None,
               epsilon: Fraction, contribution: Contribution, rng: np.random.Generator,
-              n_hat: np.ndarray | None = None) -> MetricResult:
+              n_hat: np.ndarray | None = None,
+              windows: tuple[np.ndarray, np.ndarray] | None = None) -> MetricResult:
     """The ``q``-quantile of each group's rows, pure ``epsilon``-DP over all groups.
 
     Parameters
@@ -380,6 +384,14 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
         (:func:`rows_needed`) is ⊥ (value, low, high NaN; ``reason`` says why), since below that
         size stage 1 may pick an octave cell that holds none of its rows (post-processing; the
         draws are the same). None: nothing is ⊥.
+    windows : (lo, hi) arrays (G,) or None
+        Without bounds and with ``n_hat``: per-group ranges that are RELEASED values (public), in
+        :func:`~privagg.mechanisms.aggregate.aggregate` the clipping range of the query's unbounded
+        mean of the same column. A group that the ⊥ rule drops and whose window is finite with
+        ``lo <= hi`` and ``|lo|, |hi| <= 2^64`` is released from one stage at the full ``ε_g``
+        over the window's dyadic grid (:func:`grid_bits` from ``n̂``; rows outside act as clamped
+        to it, as with ``bounds``); its two-stage draws are discarded, never released
+        (docs/proofs/aggregate_quantile.md §5c). ``extra["window"]`` marks those groups.
 
     Returns
     -------
@@ -455,7 +467,8 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
                       + 2.0 * _max_abs_noise_bound(scales[-1], last_k, 0.025)) / b
     ok = np.ones(G, dtype=bool)
     reason = np.full(G, None, dtype=object)
-    extra = {"rank_error": np.broadcast_to(rank_error, (G,)).astype(np.float64), "step": step_out}
+    rank_error = np.broadcast_to(rank_error, (G,)).astype(np.float64)
+    extra = {"rank_error": rank_error, "step": step_out}
     if box is None:
         need = rows_needed(q, epsilon, contribution)
         extra["rows_needed"] = np.full(G, float(need))
@@ -464,6 +477,14 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
             if n_hat.shape != (G,):
                 raise ValueError(f"n_hat must have shape ({G},), not {n_hat.shape}")
             ok = n_hat >= need
+            use = _window_groups(windows, ~ok, G)
+            if use.any():  # one stage over the released window at the full ε_g (§5c)
+                value, w_lo, w_hi, step_out = (np.array(v, dtype=np.float64) for v in (value, w_lo, w_hi, step_out))
+                _window_stage(gv, np.flatnonzero(use), sizes, n_hat, windows, a, b, epsilon, contribution, rng,
+                              value, w_lo, w_hi, step_out, rank_error)
+                extra["step"] = step_out
+                ok = ok | use
+            extra["window"] = use
             reason[~ok] = (f"group too small for the unbounded quantile at this ε: noisy count n̂ below "
                            f"{need} (below it the octave search may land where the group has no row)")
             nan = np.float64(np.nan)
@@ -472,6 +493,42 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
         value=value, low=w_lo, high=w_hi, ok=ok, reason=reason, epsilon=float(epsilon), delta=0.0,
         extra=extra,
     )
+
+
+def _window_groups(windows: tuple[np.ndarray, np.ndarray] | None, dropped: np.ndarray, G: int) -> np.ndarray:
+    """The groups ``dropped`` (public) whose released window is usable: finite, ``lo <= hi``,
+    both within ``±2^64`` (the unbounded search's range)."""
+    if windows is None:
+        return np.zeros(G, dtype=bool)
+    lo, hi = (np.asarray(w, dtype=np.float64) for w in windows)
+    if lo.shape != (G,) or hi.shape != (G,):
+        raise ValueError(f"windows must be two arrays of shape ({G},)")
+    with np.errstate(invalid="ignore"):
+        fine = np.isfinite(lo) & np.isfinite(hi) & (lo <= hi) & (np.abs(lo) <= 2.0**64) & (np.abs(hi) <= 2.0**64)
+    return dropped & fine
+
+
+def _window_stage(rows: Any, sel: np.ndarray, sizes: np.ndarray, n_hat: np.ndarray,
+                  windows: tuple[np.ndarray, np.ndarray], a: int, b: int, epsilon: Any,
+                  contribution: Contribution, rng: np.random.Generator, value: np.ndarray,
+                  w_lo: np.ndarray, w_hi: np.ndarray, step: np.ndarray, rank_error: np.ndarray) -> None:
+    """The groups ``sel`` from one stage at the full ``ε_g`` (the bounded scale) over the dyadic
+    grid of their released windows, ``2^bits`` candidates from :func:`grid_bits` (``n̂``); fills
+    ``value``, the grid cell ``w_lo``/``w_hi``, ``step`` and the bounded ``rank_error`` in place."""
+    scale = stage_scales(a, b, epsilon, contribution, bounded=True)[0]
+    lo, hi = (np.asarray(w, dtype=np.float64)[sel] for w in windows)
+    bits_s = grid_bits(n_hat[sel], a, b, epsilon, contribution)
+    for bits in np.unique(bits_s).tolist():  # at most GRID_BITS_MAX − GRID_BITS_MIN + 1 sizes
+        i = np.flatnonzero(bits_s == bits)
+        g = sel[i]
+        e, m0, k = _dyadic_windows(lo[i], hi[i], int(bits))
+        pick = _dyadic_stage(rows, g, sizes[g], e, m0, k, a, b, scale, rng)
+        value[g] = np.ldexp(m0 + pick, e)
+        w_lo[g] = np.ldexp(m0 + np.maximum(pick - 1, 0), e)
+        w_hi[g] = np.ldexp(m0 + np.minimum(pick + 1, k - 1), e)
+        step[g] = np.ldexp(1.0, e)
+        for kk in np.unique(k).tolist():  # per grid size (public)
+            rank_error[g[k == kk]] = 2.0 * _max_abs_noise_bound(scale, int(kk), 0.05) / b
 
 
 def _max_abs_noise_bound(scale: Fraction, k: int, beta: float) -> int:
