@@ -300,8 +300,9 @@ def test_floor_far_columns():
     4/11; 406 and about 480 pooled rows: the capped shares afforded one level, the floor two):
     vega cars' Year by Origin, five groups of N(10⁶, 10²) (20 seeds each) and of integers
     2007–2009 (30 seeds): the median worst group <= 5, 20 and 5 sd. Measured on seeds 20–79:
-    medians 0.56, 3.4, 0.69 sd; beyond the bounds 8, 1 and 12 of 60 seeds (those fall out of the
-    floor's regime on a low noisy count, or past the gate on a wrong level); so a failure (10 of
+    medians 0.56, 3.4, 0.69 sd; beyond the bounds 8, 1 and 12 of 60 seeds (traced on this test's seed 9:
+    a first level 2.5 subcells off that passed the test at its edge; seed 11: a third spread drawn
+    at 3,444 for data of spread 1 — left open); so a failure (10 of
     20, 10 of 20, 15 of 30 beyond) has probability 9·10⁻⁵, 3·10⁻¹³, 2·10⁻⁴ (binomial tails).
     Control below (medians 12.3, 2,814, 87 sd)."""
     w = _floor_worst()
