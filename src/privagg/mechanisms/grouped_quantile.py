@@ -454,15 +454,13 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
         e_arr, m0_arr, k_arr = _dyadic_windows(w_lo, w_hi, UNBOUNDED_BITS)
         pick = _dyadic_stage(gv, None, sizes, e_arr, m0_arr, k_arr, a, b, scales[-1], rng)
     last_k = int(k_arr.max()) if G else 1
-    value = np.ldexp(m0_arr + pick, e_arr)
-    step_out = np.ldexp(1.0, e_arr)
     if box is not None:  # the neighbouring candidates of the released one (its grid cell)
-        w_lo = np.ldexp(m0_arr + np.maximum(pick - 1, 0), e_arr)
-        w_hi = np.ldexp(m0_arr + np.minimum(pick + 1, k_arr - 1), e_arr)
+        value, w_lo, w_hi, step_out = _grid_cell(m0_arr, pick, k_arr, e_arr)
         rank_error = np.zeros(G)
         for k in np.unique(k_arr).tolist():  # per grid size (public)
             rank_error[k_arr == k] = 2.0 * _max_abs_noise_bound(scales[0], int(k), 0.05) / b
     else:
+        value, step_out = np.ldexp(m0_arr + pick, e_arr), np.ldexp(1.0, e_arr)
         rank_error = (2.0 * _max_abs_noise_bound(scales[0], first_k, 0.025)
                       + 2.0 * _max_abs_noise_bound(scales[-1], last_k, 0.025)) / b
     ok = np.ones(G, dtype=bool)
@@ -479,7 +477,6 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
             ok = n_hat >= need
             use = _window_groups(windows, ~ok, G)
             if use.any():  # one stage over the released window at the full ε_g (§5c)
-                value, w_lo, w_hi, step_out = (np.array(v, dtype=np.float64) for v in (value, w_lo, w_hi, step_out))
                 _window_stage(gv, np.flatnonzero(use), sizes, n_hat, windows, a, b, epsilon, contribution, rng,
                               value, w_lo, w_hi, step_out, rank_error)
                 extra["step"] = step_out
@@ -493,6 +490,13 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
         value=value, low=w_lo, high=w_hi, ok=ok, reason=reason, epsilon=float(epsilon), delta=0.0,
         extra=extra,
     )
+
+
+def _grid_cell(m0: np.ndarray, pick: np.ndarray, k: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The released candidate ``(m0 + pick)·2^e`` of a dyadic grid of ``k`` points, its neighbouring
+    candidates (the grid cell, clipped to the grid) and the spacing ``2^e``."""
+    return (np.ldexp(m0 + pick, e), np.ldexp(m0 + np.maximum(pick - 1, 0), e),
+            np.ldexp(m0 + np.minimum(pick + 1, k - 1), e), np.ldexp(1.0, e))
 
 
 def _window_groups(windows: tuple[np.ndarray, np.ndarray] | None, dropped: np.ndarray, G: int) -> np.ndarray:
@@ -524,10 +528,7 @@ def _window_stage(rows: Any, sel: np.ndarray, sizes: np.ndarray, n_hat: np.ndarr
         g = sel[i]
         e, m0, k = _dyadic_windows(lo[i], hi[i], int(bits))
         pick = _dyadic_stage(rows, g, sizes[g], e, m0, k, a, b, scale, rng)
-        value[g] = np.ldexp(m0 + pick, e)
-        w_lo[g] = np.ldexp(m0 + np.maximum(pick - 1, 0), e)
-        w_hi[g] = np.ldexp(m0 + np.minimum(pick + 1, k - 1), e)
-        step[g] = np.ldexp(1.0, e)
+        value[g], w_lo[g], w_hi[g], step[g] = _grid_cell(m0, pick, k, e)
         # the bounded rank_error at the class's largest grid (k varies with each window's width: a
         # union bound over more candidates is still a bound, and no loop over groups)
         rank_error[g] = 2.0 * _max_abs_noise_bound(scale, int(k.max()), 0.05) / b
