@@ -15,6 +15,7 @@ import numpy as np
 
 import privagg.mechanisms.grouped_mean as gm
 from privagg.mechanisms.grouped import Contribution, GroupedValues
+from privagg.mechanisms.mean_small import positive_grid
 
 EPS = Fraction(1, 3)  # the unbounded mean's share in the benchmark (public partitions)
 DLT = Fraction(1, 10**6)
@@ -185,10 +186,10 @@ def _near(rng, n):
 def test_partial_far_groups():
     """Five groups of 200 rows at ε = 1/3 (1,000 pooled: 2 of the 3 levels affordable): N(10⁶, 10²)
     over 10 seeds and integers 2007–2009 over 20 seeds, the median worst group <= 10 and <= 5 sd.
-    Measured (seeds 10–49, the second spread's test and third spread of the fourteenth stop): far
-    median 2.94 sd, none of 40 seeds beyond 10; years median 0.31, 3 of 40 beyond 5 sd. At those
-    rates a failure (5 of 10, 10 of 20 seeds beyond) has probability 4·10⁻⁴ (at the 95 % bound
-    0.072) and 5·10⁻⁷ (binomial tails). Control below: without the partial step 2,100 and 55 sd."""
+    Measured (seeds 10–49, fifteenth stop: the far branch's three-way scale and ``SPREAD2_TOP``):
+    far median 2.94 sd, none of 40 seeds beyond 10; years median 0.30, none of 40 beyond 5 sd (3
+    before). At the 95 % bound 0.072 a failure (5 of 10, 10 of 20 seeds beyond) has probability
+    4·10⁻⁴ and 4·10⁻⁷ (binomial tails). Control below: without the partial step 2,100 and 55 sd."""
     far = _worst(_far, 200, range(10))
     years = _worst(_years, 200, range(20))
     print(f"seeds [{SEED}, 200, 0..]: far {np.round(far, 2)}; years {np.round(years, 2)}")
@@ -299,12 +300,12 @@ def test_floor_far_columns():
     """Far columns in groups of about 100 rows, the four-metric query at ε = 1 (the mean's ε_r =
     4/11; 406 and about 480 pooled rows: the capped shares afforded one level, the floor two):
     vega cars' Year by Origin, five groups of N(10⁶, 10²) (20 seeds each) and of integers
-    2007–2009 (30 seeds): the median worst group <= 5, 20 and 5 sd. Measured on seeds 20–79:
-    medians 0.56, 3.4, 0.69 sd; beyond the bounds 8, 1 and 12 of 60 seeds (traced on this test's seed 9:
-    a first level 2.5 subcells off that passed the test at its edge; seed 11: a third spread drawn
-    at 3,444 for data of spread 1 — left open); so a failure (10 of
-    20, 10 of 20, 15 of 30 beyond) has probability 9·10⁻⁵, 3·10⁻¹³, 2·10⁻⁴ (binomial tails).
-    Control below (medians 12.3, 2,814, 87 sd)."""
+    2007–2009 (30 seeds): the median worst group <= 5, 20 and 5 sd. Measured on seeds 20–79
+    (fifteenth stop: ``far_scale``'s third bound, ``SPREAD2_TOP``): medians 0.49, 3.4, 0.58 sd;
+    beyond the bounds 4, 1 and 1 of 60 seeds (before: 8, 1, 12; on seeds 100–299: 5, 1, 5 of 200);
+    so a failure (10 of 20, 10 of 20, 15 of 30 beyond) has probability 2·10⁻⁷, 3·10⁻¹³, 3·10⁻¹⁹
+    (binomial tails; 2·10⁻⁴, 6·10⁻⁷, 9·10⁻¹⁰ at the 95 % bounds). Control below (medians 12.3,
+    2,814, 87 sd)."""
     w = _floor_worst()
     print(f"seeds 0.. (data [{SEED}, 100, seed]): worst group (sd) " + "; ".join(f"{k} {np.round(v, 2)}" for k, v in w.items()))
     assert np.median(w["cars-year"]) <= 5.0
@@ -332,3 +333,51 @@ def test_floor_near_column():
     w = np.array([_query_worst(_five(_near, s), s) for s in range(20)])
     print(f"near: {np.round(w, 3)}")
     assert np.median(w) <= 0.5
+
+
+# ---- the far branch's clipping scale (far_scale) and the second spread's bound (SPREAD2_TOP)
+
+
+def test_far_scale_known_answers():
+    """``far_scale`` is the least of ``s3``, ``s + |c1 − c2|`` and ``s2 + |c_s2 − c2|``: each of the
+    three can be the one (the traced case: ``s3`` = 3,444 drawn for integers 2007–2009)."""
+    assert gm.far_scale(1024.0, 1536.0, 1.5, 2008.5, 3444.0, 2008.0) == 2.0  # s2 + 0.5
+    assert gm.far_scale(1024.0, 1536.0, 1.5, 2008.5, 1.0, 2008.0) == 1.0  # s3
+    assert gm.far_scale(4.0, 2007.0, 16.0, 2100.0, 64.0, 2008.0) == 5.0  # s + 1
+    assert gm.far_scale(1.0, 0.0, 1.0, 0.0, 1.0, -3.0) == 1.0  # |·| of a move down
+
+
+def _years_sorted():
+    return np.sort(np.random.default_rng([SEED, 7]).integers(2007, 2010, 500).astype(np.float64))
+
+
+def test_spread2_top_bounds_the_draw():
+    """``_pooled_spread(…, top=t)`` never draws above ``t`` (the grid's values up to ``t``: 60 draws
+    with ``t`` below the rows' spread, where the unbounded draw lies above it), and at least the
+    grid's smallest value where ``t`` is below it."""
+    xs = _years_sorted()
+    draws = gm._Draws(np.random.default_rng(SEED))
+    free = [gm._pooled_spread(xs, 1536.0, draws, "s", Fraction(1)) for _ in range(20)]
+    capped = [gm._pooled_spread(xs, 1536.0, draws, "s", Fraction(1), top=100.0) for _ in range(60)]
+    print(f"seed {SEED}: free draws from {min(free)}; capped draws up to {max(capped)}")
+    assert min(free) > 100.0 and max(capped) <= 100.0
+    assert gm._pooled_spread(xs, 1536.0, draws, "s", Fraction(1), top=0.0) == float(positive_grid()[0])
+
+
+def test_spread2_top_rate():
+    """At the floor's ε (8 pooled rows' worth: 8/480) around the refined center 2008.5 of 500
+    integers 2007–2009 (median distance 0.5) with ``s`` = 1024, the second spread fails the test
+    (``s2 > s/4``) with probability 0.0094 over the grid's values up to ``2s`` (exact, from the
+    utilities and base measure of this sample; 0.0107 in 20,000 draws), 0.071 without the bound.
+    2,000 draws (seed printed): at most 40 beyond ``s/4`` with the bound (mean 18.8; a failure has
+    probability 5·10⁻⁶, binomial tail); control without it at least 60 (mean 142; 3·10⁻¹⁶)."""
+    xs, s = _years_sorted(), 1024.0
+    eps = Fraction(8, 480)
+    draws = gm._Draws(np.random.default_rng([SEED, 8]))
+    top = np.array([gm._pooled_spread(xs, 2008.5, draws, "s2", eps, top=gm.SPREAD2_TOP * s) for _ in range(2000)])
+    free = np.array([gm._pooled_spread(xs, 2008.5, draws, "s2", eps) for _ in range(2000)])
+    beyond = int(np.sum(top * gm.REFINE_USE > s)), int(np.sum(free * gm.REFINE_USE > s))
+    print(f"seed [{SEED}, 8]: beyond s/4 with the bound {beyond[0]}, without {beyond[1]} of 2000")
+    assert top.max() <= 2 * s
+    assert beyond[0] <= 40
+    assert beyond[1] >= 60  # negative control: the unbounded grid

@@ -921,6 +921,12 @@ REFINE_CAP_SPREAD = Fraction(1, 30)
 #: spread was mostly the offset); elsewhere (lognormal, exponential, N(50, 10²)) the first pair
 #: clipped less of the right tail.
 REFINE_USE = 4
+#: Step 2b's second spread draws from the grid's values up to ``SPREAD2_TOP·s`` only (``s`` the
+#: released first spread): every candidate above ``s/REFINE_USE`` has the same outcome (``c1``,
+#: ``s`` kept), and at the floor's ε (8 pooled rows' worth) the grid's long upper tail drew one
+#: in 7.1 % of draws around 2008.5 for 500 integers 2007–2009 (``s`` = 1024) — 0.94 % with the
+#: bound (tests/aggregate/test_small_plan_refine.py::test_spread2_top_rate).
+SPREAD2_TOP = 2
 #: Levels beyond ``levels_needed(b − a, s/32)``: ``s`` is mostly the offset on far data, so that
 #: target left a cell about as wide as the offset (N(10⁶, 10²), 300 rows: 1.55 sd → 0.24 with one more).
 REFINE_EXTRA = 1
@@ -1029,6 +1035,15 @@ def combined_count(n_hat: np.ndarray, n2: np.ndarray, e_n: Fraction, e_2: Fracti
     return (w1 * n_hat + w2 * n2) / (w1 + w2), 2.0 / (w1 + w2)
 
 
+def far_scale(s: float, c1: float, s2: float, c_s2: float, s3: float, c2: float) -> float:
+    """The far branch's clipping scale around ``c2`` (§8 step 2b): the least of three released
+    bounds on the median distance to ``c2`` — ``s3`` (drawn around it), ``s + |c1 − c2|`` and
+    ``s2 + |c_s2 − c2|`` (the spreads drawn around ``c1`` and ``c_s2``, moved by the triangle
+    inequality; post-processing). The third caps a third spread drawn too wide (integers
+    2007–2009, 100 rows: ``s3`` = 3,444, ``s2 + |c_s2 − c2|`` = 19.8)."""
+    return min(s3, s + abs(c1 - c2), s2 + abs(c_s2 - c2))
+
+
 def pooled_low(n_tilde: np.ndarray, small: np.ndarray, var: float) -> int:
     """``N_low = ⌊Σ_small ñ_g − 2·√(G_s·var)⌋`` (public): a lower bound on the pooled rows of
     the small groups (about 2 standard deviations of the counts' noise)."""
@@ -1049,11 +1064,12 @@ def side_utilities(xs: np.ndarray, c1: float, cand: np.ndarray) -> np.ndarray:
 
 
 def _pooled_spread(xs: np.ndarray, c: float, draws: _Draws, name: str, eps: Fraction,
-                   edge: float | None = None) -> float:
+                   edge: float | None = None, top: float | None = None) -> float:
     """Steps 3 and 2b of §8: the pooled centred spread around the public ``c`` (the mass utility
     around the untied median of ``|x − c|`` over :func:`~.mean_small.positive_grid`, base measure
     ``spread_log_prior`` of ``c``'s octave; ``xs`` sorted), the exponential mechanism at ``eps``.
-    ``edge``: the refined cell's left edge, whose rows count as tied (``edge_tied_counts``)."""
+    ``edge``: the refined cell's left edge, whose rows count as tied (``edge_tied_counts``).
+    ``top``: a public (released) largest candidate — the grid's values above it are not drawn."""
     from .mean_small import (
         _octave,
         base_measure,
@@ -1076,7 +1092,8 @@ def _pooled_spread(xs: np.ndarray, c: float, draws: _Draws, name: str, eps: Frac
             below_lo, below_hi = below[: grid.size], below[grid.size:]
     util = centred_spread_mass_utility(below_hi, below_lo, int(xs.size))[None, :]
     mu = base_measure(spread_log_prior(_octave(np.array([c]))))
-    return float(grid[int(draws.em(name, util, mu, eps)[0])])
+    m = grid.size if top is None else max(int(np.searchsorted(grid, top, side="right")), 1)
+    return float(grid[int(draws.em(name, util[:, :m], mu[:, :m], eps)[0])])
 
 
 def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.ndarray,
@@ -1158,16 +1175,18 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
                     break
                 # the second spread right after the gate, around the first level's center: far
                 # data go on; the others stop here and the sums get the other levels' ε
-                s2 = _pooled_spread(xs, c2, draws, "small_spread2", bud.eps_spread2, edge=a)
+                s2 = _pooled_spread(xs, c2, draws, "small_spread2", bud.eps_spread2, edge=a,
+                                    top=SPREAD2_TOP * s)
                 if s2 * REFINE_USE > s:  # public
                     bud, levels = gated_budget(bud, e_lv, spread2=True), 0
                     break
+                c_first = c2  # the center s2 was drawn around
     if levels > 0 and partial:  # far (public): a third spread around the refined center
         bud = far_budget(bud)
         s3 = _pooled_spread(xs, c2, draws, "small_spread3", bud.eps_spread3, edge=a)
-        s, c1 = min(s3, s + abs(c1 - c2)), c2
+        s, c1 = far_scale(s, c1, s2, c_first, s3, c2), c2
     elif levels > 0:
-        s2 = _pooled_spread(xs, c2, draws, "small_spread2", bud.eps_spread2, edge=a)
+        s2 = _pooled_spread(xs, c2, draws, "small_spread2", bud.eps_spread2, edge=a, top=SPREAD2_TOP * s)
         if s2 * REFINE_USE <= s:  # public: the first spread was mostly c1's offset (far data)
             s, c1 = min(s2, s + abs(c1 - c2)), c2
     # 4. the clipping range per side: R = K·s, K from SIDE_KS_POOLED; utility −#{rows beyond}
