@@ -82,6 +82,10 @@ def test_pooled_steps_replay():
     cand = gm._grid_up(np.asarray(gm.SIDE_KS_POOLED) * s)
     assert util.shape == (2, len(gm.SIDE_KS_POOLED)) and min(gm.SIDE_KS_POOLED) == 2.0**-7
     assert np.array_equal(util, gm.side_utilities(xs, c1, cand))
+    ks = np.asarray(gm.SIDE_KS_POOLED)
+    e_clip = eps / 2
+    cost = -float(e_clip) * gm.SIDE_COST * sizes.size * ks / float(out["budget"].eps_sum)
+    assert np.array_equal(mu, S.base_measure(cost))  # the public cost of each multiple
 
 
 def _empty_side_small(runs):
