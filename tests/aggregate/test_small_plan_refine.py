@@ -55,6 +55,34 @@ def test_refine_budget_known_answers():
     assert ext.total == eg and (ext.eps_levels, ext.eps_spread2) == (Fraction(1, 45), Fraction(1, 90))
 
 
+def test_refine_floor_levels_known_answers():
+    """The floor gives step 2b up to ``REFINE_FLOOR_LEVELS`` = 3 levels when it wants them
+    (``levels``) and half the sums' share affords them (``3·8/N_low + 2·max(e_s2, 8/N_low) <=
+    σ/2``), else two; never more than it wants; the capped shares where they afford two; the
+    ``floored`` flag exactly when the floor's shares are used (the four-metric query's ε = 1:
+    ``ε'_g`` = 4/11, its count external)."""
+    fp = gm.friendly_means_plan(Fraction(4, 11), DLT)
+    eg = fp.epsilon / fp.steps
+    assert gm.REFINE_FLOOR_LEVELS == 3
+    for n_low, levels, want in ((480, 5, 3), (480, 3, 3), (480, 2, 2), (400, 5, 2), (352, 4, 2), (351, 4, None),
+                                (1000, 4, None)):
+        b = gm.small_budget(fp, n_low, external=True, refine=True, levels=levels)
+        b0 = gm.small_budget(fp, n_low, external=True)
+        e, sums = b0.eps_cell, b0.eps_sum
+        capped = (min(e, eg / 15), min(e / 2, eg / 30))
+        if want is None:
+            assert (b.eps_levels, b.eps_spread2, b.floored) == (*capped, False)
+        else:
+            s2 = max(capped[1], Fraction(8, n_low))
+            assert (b.eps_levels, b.eps_spread2, b.floored) == (Fraction(8 * want, n_low), s2, True)
+            assert b.eps_levels + 2 * s2 <= sums / 2
+            assert gm.refine_levels_affordable(b, n_low) == want
+        assert b.total == eg
+    # the boundary of three levels: 40/N_low <= σ/2 with σ = 4/11 − 5/2·(4/55) = 2/11
+    assert gm.small_budget(fp, 440, external=True, refine=True, levels=3).eps_levels == Fraction(24, 440)
+    assert gm.small_budget(fp, 439, external=True, refine=True, levels=3).eps_levels == Fraction(16, 439)
+
+
 def _worst(make, n_g: int, seeds) -> np.ndarray:
     """Per seed the largest |error|/sd over five groups of ``n_g`` rows (⊥ infinite)."""
     out = []
@@ -301,16 +329,86 @@ def test_floor_far_columns():
     4/11; 406 and about 480 pooled rows: the capped shares afforded one level, the floor two):
     vega cars' Year by Origin, five groups of N(10⁶, 10²) (20 seeds each) and of integers
     2007–2009 (30 seeds): the median worst group <= 5, 20 and 5 sd. Measured on seeds 20–79
-    (fifteenth stop: ``far_scale``'s third bound, ``SPREAD2_TOP``): medians 0.49, 3.4, 0.58 sd;
-    beyond the bounds 4, 1 and 1 of 60 seeds (before: 8, 1, 12; on seeds 100–299: 5, 1, 5 of 200);
-    so a failure (10 of 20, 10 of 20, 15 of 30 beyond) has probability 2·10⁻⁷, 3·10⁻¹³, 3·10⁻¹⁹
-    (binomial tails; 2·10⁻⁴, 6·10⁻⁷, 9·10⁻¹⁰ at the 95 % bounds). Control below (medians 12.3,
-    2,814, 87 sd)."""
+    (fifteenth stop: ``far_scale``'s third bound, ``SPREAD2_TOP``, the floor's third level, the
+    third spread's cap): medians 0.48, 0.50, 0.44 sd; beyond the bounds 5, 1 and 2 of 60 seeds
+    (before: 8, 1, 12; on seeds 100–299: 6, 2, 3 of 200); so a failure (10 of 20, 10 of 20, 15 of
+    30 beyond) has probability 10⁻⁶, 3·10⁻¹³ and 7·10⁻¹⁵ (binomial tails; 6·10⁻⁴, 6·10⁻⁷ and
+    4·10⁻⁸ at the 95 % bounds). Control below (medians 12.3, 2,814, 87 sd)."""
     w = _floor_worst()
     print(f"seeds 0.. (data [{SEED}, 100, seed]): worst group (sd) " + "; ".join(f"{k} {np.round(v, 2)}" for k, v in w.items()))
     assert np.median(w["cars-year"]) <= 5.0
     assert np.median(w["far"]) <= 20.0
     assert np.median(w["years"]) <= 5.0
+
+
+def test_floor_three_levels():
+    """Where half the sums' share affords them, the floor's third level: five groups of 100 rows
+    of N(10⁶, 10²) in the four-metric query (about 480 pooled rows), the worst group within 1 sd
+    in at least 10 of 30 seeds. Measured on seeds 20–79 and 100–299: 189 of 260 (0.73; 95 % lower
+    bound 0.68); a failure has probability 10⁻⁶ (2.5·10⁻⁵ at the bound; binomial tail). With two
+    levels (control below) 7 of 260 (0.027; upper bound 0.05): passing has probability 4·10⁻⁹
+    (10⁻⁶ at the bound). Medians 0.50 and 0.55 sd against 3.36 and 3.49."""
+    w = np.array([_query_worst(_five(_far, s), s) for s in range(30)])
+    print(f"seeds 0..29 (data [{SEED}, 100, seed]): worst group (sd) {np.round(w, 2)}")
+    assert int(np.sum(w <= 1.0)) >= 10
+
+
+def test_floor_three_levels_control(monkeypatch):
+    monkeypatch.setattr(gm, "REFINE_FLOOR_LEVELS", 2)
+    w = np.array([_query_worst(_five(_far, s), s) for s in range(30)])
+    print(f"control (REFINE_FLOOR_LEVELS = 2): {np.round(w, 2)}")
+    assert int(np.sum(w <= 1.0)) < 10
+
+
+def test_floor_gate_three_levels(monkeypatch):
+    """With the floor's shares for three levels the step runs behind the gate and the test even
+    when all three are afforded: N(50, 10²) in the same query and groups draws one level in at
+    least 15 of 20 seeds (measured 60 of 60 on seeds 20–79: a rate of more levels above 0.049 is
+    excluded at 95 %, where a failure has probability 3·10⁻⁴). Control: the ``floored`` flag
+    ignored (the full step: three levels) — at most 8 of 20 (2 of 60 measured; passing 6·10⁻⁹,
+    7·10⁻⁵ at the 95 % bound 0.10)."""
+    near = _query_levels(_near, range(20), monkeypatch)
+    print(f"near, levels drawn per seed: {near}")
+    assert sum(1 for lv in near if lv == 1) >= 15
+
+
+def test_floor_gate_three_levels_control(monkeypatch):
+    import dataclasses
+
+    small_budget = gm.small_budget
+    monkeypatch.setattr(gm, "small_budget", lambda *a, **k: dataclasses.replace(small_budget(*a, **k), floored=False))
+    near = _query_levels(_near, range(20), monkeypatch)
+    assert sum(1 for lv in near if lv == 1) <= 8
+
+
+def _query_levels(make, seeds, monkeypatch) -> list[int]:
+    """Per seed the number of step 2b levels drawn in the four-metric query on five groups of 100."""
+    names: list[str] = []
+    em = gm._Draws.em
+
+    def spy(self, name, utility, mu, eps):
+        names.append(name)
+        return em(self, name, utility, mu, eps)
+
+    monkeypatch.setattr(gm._Draws, "em", spy)
+    out = []
+    for s in seeds:
+        names.clear()
+        _query_worst(_five(make, s), s)
+        out.append(sum(n.startswith("small_level") for n in names))
+    return out
+
+
+def test_third_spread_cap_traced():
+    """The far branch draws its third spread up to the least of the two other bounds (a larger
+    draw would be replaced by it): six traced seeds of N(10⁶, 10²), five groups of 100 rows, the
+    four-metric query, whose third spread came out 10⁹–10¹¹ for rows 9–105 from the refined center
+    without the cap (worst groups 37.8, 122.8, 40.9, 130.9, 37.3, 55.2 sd) are within 5 sd with
+    it (2.69, 1.05, 3.66, 0.59, 0.88, 0.90). Deterministic (fixed seeds)."""
+    seeds = (150, 165, 176, 200, 243, 274)
+    w = np.array([_query_worst(_five(_far, s), s) for s in seeds])
+    print(f"seeds {seeds} (data [{SEED}, 100, seed]): worst group (sd) {np.round(w, 2)}")
+    assert np.all(w <= 5.0)
 
 
 def test_floor_far_columns_control(monkeypatch):

@@ -891,6 +891,7 @@ class SmallBudget:
     eps_levels: Fraction = Fraction(0)  #: the pooled cell's refinement levels, all together (§8 step 2b)
     eps_spread2: Fraction = Fraction(0)  #: the pooled spread around the refined center (step 2b)
     eps_spread3: Fraction = Fraction(0)  #: a partial step 2b's third spread (its far branch)
+    floored: bool = False  #: step 2b's shares are :func:`refine_floor`'s (public)
 
     @property
     def total(self) -> Fraction:
@@ -927,6 +928,10 @@ REFINE_USE = 4
 #: in 7.1 % of draws around 2008.5 for 500 integers 2007–2009 (``s`` = 1024) — 0.94 % with the
 #: bound (tests/aggregate/test_small_plan_refine.py::test_spread2_top_rate).
 SPREAD2_TOP = 2
+#: The floor's most levels (``refine_floor``): three where the half share affords them (five
+#: groups of 100 rows of N(10⁶, 10²) in the four-metric query: two levels leave a subcell 512
+#: wide, median worst group 3.47 sd; fifteenth stop).
+REFINE_FLOOR_LEVELS = 3
 #: Levels beyond ``levels_needed(b − a, s/32)``: ``s`` is mostly the offset on far data, so that
 #: target left a cell about as wide as the offset (N(10⁶, 10²), 300 rows: 1.55 sd → 0.24 with one more).
 REFINE_EXTRA = 1
@@ -961,7 +966,8 @@ REFINE_PARTIAL_MIN = 2
 REFINE_FLOOR_SHARE = Fraction(1, 2)
 
 
-def small_budget(fp: FriendlyMeansPlan, n_low: int, *, external: bool = False, refine: bool = False) -> SmallBudget:
+def small_budget(fp: FriendlyMeansPlan, n_low: int, *, external: bool = False, refine: bool = False,
+                 levels: int = 2) -> SmallBudget:
     """The shares of §8 (public: ``ε'_g = fp.epsilon/N``, the count's ``ε_n`` and the pooled
     lower bound ``n_low``): with ``ε_r = ε'_g − ε_n``, the second count ``ε_r/6``, the cell and
     the spread ``e = min(ε_r/5, SMALL_STEP_ROWS/max(n_low, 1))`` each, the clip range ``e/2``,
@@ -974,7 +980,8 @@ def small_budget(fp: FriendlyMeansPlan, n_low: int, *, external: bool = False, r
     ``min(REFINE_LEVELS·e, REFINE_CAP_LEVELS·ε_r)`` and the second spread ``min(REFINE_SPREAD·e,
     REFINE_CAP_SPREAD·ε_r)``, both from the sums (at least ``ε_r/3 − ε_r/10`` left; ``ε_r/5``
     after a partial step's third spread), or the partial step's minimum where those caps afford
-    fewer levels (:func:`refine_floor`: at least half the sums' share left after the third)."""
+    fewer levels (:func:`refine_floor` for the ``levels`` step 2b wants: at least half the sums'
+    share left after the third)."""
     if external:
         rest = fp.epsilon / fp.steps
         e_c2 = Fraction(0)
@@ -984,25 +991,29 @@ def small_budget(fp: FriendlyMeansPlan, n_low: int, *, external: bool = False, r
     e = min(rest * SMALL_STEP_CAP, Fraction(SMALL_STEP_ROWS, max(int(n_low), 1)))
     sums = rest - e_c2 - e * Fraction(5, 2)
     if refine:
-        e_lv, e_s2 = refine_floor(min(e * REFINE_LEVELS, rest * REFINE_CAP_LEVELS),
-                                  min(e * REFINE_SPREAD, rest * REFINE_CAP_SPREAD), e, sums, n_low)
-        return SmallBudget(e_c2, e, e, e / 2, sums - e_lv - e_s2, e_lv, e_s2)
+        capped = min(e * REFINE_LEVELS, rest * REFINE_CAP_LEVELS)
+        e_lv, e_s2 = refine_floor(capped, min(e * REFINE_SPREAD, rest * REFINE_CAP_SPREAD), e, sums, n_low,
+                                  levels)
+        return SmallBudget(e_c2, e, e, e / 2, sums - e_lv - e_s2, e_lv, e_s2, floored=e_lv != capped)
     return SmallBudget(e_c2, e, e, e / 2, sums)
 
 
-def refine_floor(e_lv: Fraction, e_s2: Fraction, e: Fraction, sums: Fraction, n_low: int
-                 ) -> tuple[Fraction, Fraction]:
+def refine_floor(e_lv: Fraction, e_s2: Fraction, e: Fraction, sums: Fraction, n_low: int,
+                 levels: int = 2) -> tuple[Fraction, Fraction]:
     """Step 2b's shares ``(e_lv, e_s2)`` after the floor (public): the capped ones, unless they
-    afford fewer than ``REFINE_PARTIAL_MIN`` levels at ``REFINE_ROWS/N_low`` each while
-    ``lv = REFINE_PARTIAL_MIN·REFINE_ROWS/N_low <= e·REFINE_LEVELS`` and ``lv + 2·s2 <=
-    REFINE_FLOOR_SHARE·sums`` (``s2 = max(e_s2, REFINE_ROWS/N_low)``; ``sums`` the sums' share
-    without step 2b): then ``(lv, s2)``, the partial step's minimum."""
+    afford fewer than ``REFINE_PARTIAL_MIN`` levels at ``REFINE_ROWS/N_low`` each; then, for the
+    most levels ``k`` from ``min(REFINE_FLOOR_LEVELS, levels)`` (``levels``: what step 2b wants, at
+    least ``REFINE_PARTIAL_MIN``) down to ``REFINE_PARTIAL_MIN`` with ``lv = k·REFINE_ROWS/N_low <=
+    e·REFINE_LEVELS`` and ``lv + 2·s2 <= REFINE_FLOOR_SHARE·sums`` (``s2 = max(e_s2,
+    REFINE_ROWS/N_low)``; ``sums`` the sums' share without step 2b), ``(lv, s2)``."""
     n = int(n_low)
-    if n <= 0:
+    if n <= 0 or e_lv >= Fraction(REFINE_PARTIAL_MIN * REFINE_ROWS, n):
         return e_lv, e_s2
-    lv, s2 = Fraction(REFINE_PARTIAL_MIN * REFINE_ROWS, n), max(e_s2, Fraction(REFINE_ROWS, n))
-    if e_lv < lv <= e * REFINE_LEVELS and lv + 2 * s2 <= REFINE_FLOOR_SHARE * sums:
-        return lv, s2
+    s2 = max(e_s2, Fraction(REFINE_ROWS, n))
+    for k in range(min(REFINE_FLOOR_LEVELS, max(int(levels), REFINE_PARTIAL_MIN)), REFINE_PARTIAL_MIN - 1, -1):
+        lv = Fraction(k * REFINE_ROWS, n)
+        if lv <= e * REFINE_LEVELS and lv + 2 * s2 <= REFINE_FLOOR_SHARE * sums:
+            return lv, s2
     return e_lv, e_s2
 
 
@@ -1155,9 +1166,11 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
         with np.errstate(over="ignore", invalid="ignore"):
             levels = min(int(levels_needed(np.array([b - a]), np.array([s / COORD_LEVEL_DIV]))[0]) + REFINE_EXTRA,
                          COORD_LEVELS)
-        refined_bud = small_budget(fp, n_low, external=n_scale is not None, refine=True)
+        refined_bud = small_budget(fp, n_low, external=n_scale is not None, refine=True, levels=levels)
         affordable = refine_levels_affordable(refined_bud, n_low)
-        if affordable < levels:  # public: too few rows for all of them
+        # public: too few rows for all of them; or the floor's shares for three or more levels,
+        # which near data (most of them want three) should stop at the gate
+        if affordable < levels or (refined_bud.floored and levels > REFINE_PARTIAL_MIN):
             partial = affordable >= REFINE_PARTIAL_MIN
             levels = affordable if partial else 0  # none: the sums keep the ε
     if levels > 0:
@@ -1183,7 +1196,9 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
                 c_first = c2  # the center s2 was drawn around
     if levels > 0 and partial:  # far (public): a third spread around the refined center
         bud = far_budget(bud)
-        s3 = _pooled_spread(xs, c2, draws, "small_spread3", bud.eps_spread3, edge=a)
+        # drawn up to the other two bounds' least (public): a larger draw would be replaced by it
+        cap = min(s + abs(c1 - c2), s2 + abs(c_first - c2))
+        s3 = _pooled_spread(xs, c2, draws, "small_spread3", bud.eps_spread3, edge=a, top=cap)
         s, c1 = far_scale(s, c1, s2, c_first, s3, c2), c2
     elif levels > 0:
         s2 = _pooled_spread(xs, c2, draws, "small_spread2", bud.eps_spread2, edge=a, top=SPREAD2_TOP * s)
