@@ -187,9 +187,8 @@ def test_partial_budget_known_answers():
     assert gm.refine_levels_affordable(b, 1000) == 2  # the regime of the tests below (L = 3 wanted)
 
 
-def _steps(make, n_g: int, seeds, monkeypatch) -> list[tuple[int, bool, bool]]:
-    """Per seed (levels drawn, second spread drawn, third spread drawn) of the small-group plan
-    on five groups."""
+def _selection_names(monkeypatch) -> list[str]:
+    """The names of the exponential mechanism's draws, appended as they are made."""
     names: list[str] = []
     em = gm._Draws.em
 
@@ -198,6 +197,13 @@ def _steps(make, n_g: int, seeds, monkeypatch) -> list[tuple[int, bool, bool]]:
         return em(self, name, utility, mu, eps)
 
     monkeypatch.setattr(gm._Draws, "em", spy)
+    return names
+
+
+def _steps(make, n_g: int, seeds, monkeypatch) -> list[tuple[int, bool, bool]]:
+    """Per seed (levels drawn, second spread drawn, third spread drawn) of the small-group plan
+    on five groups."""
+    names = _selection_names(monkeypatch)
     out = []
     for seed in seeds:
         names.clear()
@@ -383,14 +389,7 @@ def test_floor_gate_three_levels_control(monkeypatch):
 
 def _query_levels(make, seeds, monkeypatch) -> list[int]:
     """Per seed the number of step 2b levels drawn in the four-metric query on five groups of 100."""
-    names: list[str] = []
-    em = gm._Draws.em
-
-    def spy(self, name, utility, mu, eps):
-        names.append(name)
-        return em(self, name, utility, mu, eps)
-
-    monkeypatch.setattr(gm._Draws, "em", spy)
+    names = _selection_names(monkeypatch)
     out = []
     for s in seeds:
         names.clear()
