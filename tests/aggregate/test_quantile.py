@@ -108,12 +108,52 @@ def test_counts_and_utility_known_answers():
     cands = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
     cum = gq._counts_shared(x, gid, 0, 1, cands)
     assert cum.tolist() == [[0, 1, 2, 3, 4, 4]]
+    below = np.array([[0, 0, 1, 2, 3, 4]])  # #{x < t}
     n = np.array([4])
-    assert gq._utility(cum, n, 1, 2).tolist() == [[-4, -2, 0, -2, -4, -4]]
-    assert gq._utility(cum, n, 9, 10).tolist() == [[-36, -26, -16, -6, -4, -4]]
+    # −dist(a·n, [b·#{x < t}, b·#{x <= t}]): 0 on every q-quantile, the atoms 2 and 3 of the median too
+    assert gq._point_utility(below, cum, n, 1, 2).tolist() == [[-4, -2, 0, 0, -2, -4]]
+    assert gq._point_utility(below, cum, n, 9, 10).tolist() == [[-36, -26, -16, -6, 0, -4]]
     # dyadic: candidates (m0 + i)·2^e = 0, 1, …, 5 (e = 0, m0 = 0)
     cum2 = gq._counts_dyadic(x, gid, 0, 1, np.array([0]), np.array([0.0]), 6)
     assert np.array_equal(cum, cum2)
+    lo2, cum3 = gq._counts_dyadic_pair(x, gid, 0, 1, np.array([0]), np.array([0.0]), 6)
+    assert np.array_equal(lo2, below) and np.array_equal(cum3, cum)
+
+
+def test_point_utility_on_atoms():
+    """0/1 rows, 70 % zeros: the median is the atom 0 and the 0.9-quantile the atom 1 — the only
+    candidates of utility 0; every candidate strictly between the atoms ties at −dist(a·n, b·0.7n)
+    (with ``−|b·c − a·n|`` alone the atom tied with them: a released median anywhere in [0, 1))."""
+    x = np.concatenate([np.zeros(70), np.ones(30)])
+    cands = np.linspace(-0.5, 1.5, 9)  # −0.5, −0.25, 0, …, 1.5
+    below = np.searchsorted(x, cands, side="left")[None, :]
+    cum = np.searchsorted(x, cands, side="right")[None, :]
+    n = np.array([100])
+    u_half = gq._point_utility(below, cum, n, 1, 2)[0]
+    assert u_half.tolist() == [-100, -100, 0, -40, -40, -40, -40, -100, -100]
+    u_nine = gq._point_utility(below, cum, n, 9, 10)[0]
+    assert int(np.argmax(u_nine)) == 6 and u_nine[6] == 0 and (u_nine[:6] < -100).all() and (u_nine[7:] == -100).all()
+
+
+def test_counts_dyadic_pair_exact_at_boundaries():
+    """#{x < t} and #{x <= t} decided exactly at candidates and their float neighbours, tiny and
+    huge x (a scaled value underflowing to ±0 is not a tie; ±inf beyond the grid is not either)."""
+    rng = np.random.default_rng(6)
+    G, K = 6, 40
+    e = np.array([-3, 0, 7, -40, 900, -1074])
+    m0 = np.array([-20.0, 5.0, -1.0, 2.0**40, -3.0, 0.0])
+    cands = np.ldexp(m0[:, None] + np.arange(K)[None, :], e[:, None])
+    xs, gs = [], []
+    for g in range(G):
+        c = cands[g]
+        pts = np.concatenate([c, c, np.nextafter(c, np.inf), np.nextafter(c, -np.inf),
+                              rng.uniform(c[0], c[-1], 20), [5e-324, -5e-324, 0.0, -0.0, 1e308, -1e308]])
+        xs.append(pts)
+        gs.append(np.full(pts.size, g))
+    x, gid = np.concatenate(xs), np.concatenate(gs).astype(np.int64)
+    lo, le = gq._counts_dyadic_pair(x, gid, 0, G, e, m0, K)
+    assert np.array_equal(lo, np.array([[(xs[g] < cands[g, k]).sum() for k in range(K)] for g in range(G)]))
+    assert np.array_equal(le, np.array([[(xs[g] <= cands[g, k]).sum() for k in range(K)] for g in range(G)]))
 
 
 def test_counts_dyadic_exact_at_boundaries():
@@ -231,23 +271,30 @@ def _loss(u1, u2, scale):
     return float(np.max(np.abs(np.log(p1) - np.log(p2))))
 
 
-def _pair_utilities(a, b, m_rows, depth):
-    """Worst-case add pair (proof §2): candidates 0 < 1 < 2; D has c0 rows at 0, L rows at 1 and
-    R at 2 with b·c0 − a·n = a·m (m = max_rows), L ≈ depth/b (U(1) far below U(0)). D' adds m rows
-    at the candidate 1 itself (x <= 1 counts at 1, not at 0): U(0) rises by a·m to 0, U(1) and
-    U(2) fall by (b − a)·m — the non-monotone case."""
+def _point_utilities(v, cands, a, b):
+    """The point utility of §1 on one group's rows ``v`` over ``cands``."""
+    v = np.sort(v)
+    below = np.searchsorted(v, cands, side="left")[None, :]
+    cum = np.searchsorted(v, cands, side="right")[None, :]
+    return gq._point_utility(below, cum, np.array([v.size]), a, b)[0]
+
+
+def _pair_utilities(a, b, m_rows, depth, atoms=False):
+    """Worst-case add pair (proof §2): candidates 0 < 1 < 2; D has c0 rows just below 0, L rows
+    between 0 and 1 and R between 1 and 2 (none equal to a candidate: ``#{x < t} = #{x <= t}``)
+    with b·c0 − a·n = a·m (m = max_rows), L ≈ depth/b (U(1) far below U(0)). D' adds m rows
+    between 0 and 1 (x <= 1 counts at 1, not at 0): U(0) rises by a·m to 0, U(1) and U(2) fall by
+    (b − a)·m — the non-monotone case. ``atoms``: the same counts on the candidates themselves
+    (rows at 0, 1, 2; D' adds them at 1), where the atom's own rows enter ``#{x <= t}`` only."""
     cands = np.array([0.0, 1.0, 2.0])
     L = max(1, math.ceil(depth / b))
     R = (-(m_rows + L)) % (b - a) + (b - a)
     c0 = a * (m_rows + L + R) // (b - a)
     assert b * c0 - a * (c0 + L + R) == a * m_rows
-    d = np.concatenate([np.zeros(c0), np.ones(L), np.full(R, 2.0)])
-    d2 = np.concatenate([d, np.ones(m_rows)])
-    us = []
-    for v in (d, d2):
-        cum = gq._counts_shared(v, np.zeros(v.size, np.int64), 0, 1, cands)
-        us.append(gq._utility(cum, np.array([v.size]), a, b)[0])
-    return us
+    at = (0.0, 1.0, 2.0) if atoms else (-0.5, 0.5, 1.5)
+    d = np.concatenate([np.full(c0, at[0]), np.full(L, at[1]), np.full(R, at[2])])
+    d2 = np.concatenate([d, np.full(m_rows, at[1])])
+    return [_point_utilities(v, cands, a, b) for v in (d, d2)]
 
 
 @pytest.mark.parametrize("q, rows", [(0.5, 1), (0.9, 1), (0.1, 2), (0.5, 3)])
@@ -263,6 +310,10 @@ def test_audit_add_remove_exact_with_negative_control(q, rows):
             assert (u2 - u1)[0] > 0 > (u2 - u1)[1]  # non-monotone
             loss = _loss(u1, u2, float(scale))
             assert loss <= float(eps_stage) * (1 + 1e-9)
+            # the same counts on the candidates (atoms): within Δ and ε as well
+            v1, v2 = _pair_utilities(a, b, rows, depth=12 * float(scale), atoms=True)
+            assert np.max(np.abs(v1 - v2)) <= delta
+            assert _loss(v1, v2, float(scale)) <= float(eps_stage) * (1 + 1e-9)
             if a == b - a:  # q = 1/2: rise and fall are both Δ, the RNM bound 2Δ/scale is tight
                 # negative control: Δ/ε instead of 2Δ/ε exceeds the stage's ε on the same pair
                 bad = _loss(u1, u2, float(scale) / 2)

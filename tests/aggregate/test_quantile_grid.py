@@ -151,8 +151,10 @@ def _joint_law(rows: np.ndarray, eps_count: Fraction, eps_q: Fraction, n_lo: int
         if bits not in cache:
             e, m0, k = gq.dyadic_grid(0.0, 1.0, bits)
             cands = np.ldexp(m0 + np.arange(k, dtype=np.float64), e)
-            cum = gq._counts_shared(rows, np.zeros(n, np.int64), 0, 1, cands)
-            cache[bits] = (cands, _rnm(gq._utility(cum, np.array([n]), 1, 2)[0], s_q))
+            srt = np.sort(rows)
+            below = np.searchsorted(srt, cands, side="left")[None, :]
+            cum = np.searchsorted(srt, cands, side="right")[None, :]
+            cache[bits] = (cands, _rnm(gq._point_utility(below, cum, np.array([n]), 1, 2)[0], s_q))
         cands, p = cache[bits]
         pc = float(_dlap_pmf(s_c, np.array([v - n]))[0])
         for t, pt in zip(cands.tolist(), p.tolist(), strict=True):

@@ -1,12 +1,15 @@
 """Per-group quantiles: report-noisy-max over public grids, pure ε-DP (docs/proofs/aggregate_quantile.md).
 
 For each released group ``g`` with rows ``x_1 … x_n`` and a public candidate ``t``, let
-``c(t) = #{i : x_i <= t}``. With ``q = a/b`` (a rational, :func:`rational_q`), the integer utility
+``c(t) = #{i : x_i <= t}`` and ``c⁻(t) = #{i : x_i < t}``. With ``q = a/b`` (a rational,
+:func:`rational_q`), the integer utility
 
-    U(t) = −|(b − a)·c(t) − a·(n − c(t))| = −|b·c(t) − a·n|
+    U(t) = −dist(a·n, [b·c⁻(t), b·c(t)])      (= −|b·c(t) − a·n| where no row equals t)
 
-is largest where ``t`` is a q-quantile. Adding or removing one row moves ``U`` by at most
-``max(a, b − a)``; the candidate is ``argmax_t U(t) + ν_t`` (first maximum), ``ν_t ~ DLap(2Δ/ε)``
+is 0 exactly where ``t`` is a q-quantile — also on an atom: the median of a 0/1 column with 70 %
+zeros is the candidate 0, not any candidate of ``[0, 1)`` (:func:`_point_utility`; the rows equal to
+a candidate are counted in slots of their own, :func:`dyadic_slots`). Adding or removing one row
+moves ``U`` by at most ``max(a, b − a)``; the candidate is ``argmax_t U(t) + ν_t`` (first maximum), ``ν_t ~ DLap(2Δ/ε)``
 i.i.d. (report-noisy-max, docs/proofs/mean.md §2b). Counts for all groups and candidates are one
 ``bincount`` of a per-row bin index (a ``G × K`` matrix, groups processed in chunks of at most
 :data:`CELLS_PER_CHUNK` matrix cells); there is no Python loop per group or per row.
@@ -121,10 +124,11 @@ def rational_q(q: Any, where: str = "quantile") -> tuple[int, int]:
 
 
 def quantile_sensitivity(a: int, b: int, contribution: Contribution) -> int:
-    """Δ of ``U = −|b·c − a·n|`` in one group for one add/remove neighbour step of one unit:
-    ``max_rows · max(a, b − a)`` (each of its up to ``max_rows`` rows moves ``b·c − a·n`` by
-    ``b − a`` or by ``−a``). Replacement and ``max_groups`` are handled by composition in
-    :func:`quantiles` (docs/proofs/aggregate_quantile.md §2–3)."""
+    """Δ of the point utility ``U = −dist(a·n, [b·c⁻, b·c])`` (and of the cell utility) in one group
+    for one add/remove neighbour step of one unit: ``max_rows · max(a, b − a)`` (each of its up to
+    ``max_rows`` rows moves ``b·c⁻ − a·n`` and ``b·c − a·n`` by ``b − a`` or by ``−a``). Replacement
+    and ``max_groups`` are handled by composition in :func:`quantiles`
+    (docs/proofs/aggregate_quantile.md §2–3)."""
     return int(contribution.max_rows) * max(a, b - a)
 
 
@@ -217,9 +221,12 @@ def _group_chunks(n_groups: int, k: int) -> list[tuple[int, int]]:
     return [(s, min(s + step, n_groups)) for s in range(0, n_groups, step)]
 
 
-def _utility(cum: np.ndarray, n: np.ndarray, a: int, b: int) -> np.ndarray:
-    """``U[g, k] = −|b·c[g, k] − a·n[g]|`` (int64; |values| <= 2^20·n, far inside int64)."""
-    return -np.abs(b * cum - a * n[:, None])
+def _point_utility(below: np.ndarray, cum: np.ndarray, n: np.ndarray, a: int, b: int) -> np.ndarray:
+    """``U[g, k] = −dist(a·n[g], [b·c⁻[g, k], b·c[g, k]])`` with ``c⁻ = #{x < t_k}`` (``below``) and
+    ``c = #{x <= t_k}`` (``cum``): 0 iff ``t_k`` is a q-quantile, also on an atom (int64; |values|
+    <= 2^20·n, far inside int64). Without a row equal to ``t_k`` it is ``−|b·c − a·n|``."""
+    an = a * n[:, None]
+    return -np.maximum(np.maximum(b * below - an, an - b * cum), 0)
 
 
 def _noisy_argmax(util: np.ndarray, k_valid: np.ndarray | None, scale: Fraction,
@@ -254,6 +261,30 @@ def dyadic_bins(x: np.ndarray, j: np.ndarray, e: np.ndarray, m0: np.ndarray, k: 
     return np.clip(y - m0[j], 0, k).astype(np.int64)
 
 
+def dyadic_slots(x: np.ndarray, j: np.ndarray, e: np.ndarray, m0: np.ndarray, k: int) -> np.ndarray:
+    """The slot of each row on its group's dyadic grid ``t_i = (m0[j] + i)·2^{e[j]}``: ``2·i + 1``
+    where ``x == t_i`` (``0 <= i < k``), else ``2·i`` for the bin ``i`` of :func:`dyadic_bins` (``x``
+    below ``t_i`` and above ``t_{i−1}``; ``2k`` above every candidate), so that ``#{x < t_i}`` counts
+    the slots ``<= 2i`` and ``#{x <= t_i}`` those ``<= 2i + 1`` (:func:`_slot_counts`).
+
+    ``x == m·2^e`` iff ``x·2^{−e}`` is the integer ``m``: ``ldexp`` is exact for a normal result;
+    a scaled value that underflows to ±0 for ``x != 0`` (or overflows to ±inf) is not on the grid."""
+    with np.errstate(over="ignore", under="ignore"):  # ±inf / 0 are handled: no data-dependent warning
+        s = np.ldexp(x, -e[j])
+    y = np.ceil(s)
+    tie = (s == y) & ((s != 0) | (x == 0))
+    y = np.where((x > 0) & (y < 1), 1.0, y) - m0[j]
+    tie &= (y >= 0) & (y < k)
+    return 2 * np.clip(y, 0, k).astype(np.int64) + tie
+
+
+def _slot_counts(flat: np.ndarray, n_groups: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(c⁻, c)``, each ``(n_groups, k)``: ``#{x < t_i}`` and ``#{x <= t_i}`` from the flat
+    ``g·(2k + 1) + slot`` counts of :func:`dyadic_slots`."""
+    cum = np.cumsum(flat.reshape(n_groups, 2 * k + 1), axis=1)
+    return cum[:, 0 : 2 * k : 2], cum[:, 1 : 2 * k : 2]
+
+
 def _cumulative(flat: np.ndarray, n_groups: int, k: int) -> np.ndarray:
     """``c[g, i]``, ``i < k``: the counts of bins ``<= i`` from the flat ``g·(k + 1) + bin`` counts."""
     return np.cumsum(flat.reshape(n_groups, k + 1), axis=1)[:, :k]
@@ -274,6 +305,16 @@ def _counts_dyadic(x: np.ndarray, gid: np.ndarray, g0: int, g1: int, e: np.ndarr
     r = gid - g0
     flat = np.bincount(r * (k + 1) + dyadic_bins(x, r, e, m0, k), minlength=(g1 - g0) * (k + 1))
     return _cumulative(flat, g1 - g0, k)
+
+
+def _counts_dyadic_pair(x: np.ndarray, gid: np.ndarray, g0: int, g1: int, e: np.ndarray,
+                        m0: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(#{x < t}, #{x <= t})`` per group of ``g0 … g1 − 1`` and candidate ``t = (m0[g] + i)·2^{e[g]}``,
+    ``i < k`` (:func:`dyadic_slots`)."""
+    r = gid - g0
+    width = 2 * k + 1
+    flat = np.bincount(r * width + dyadic_slots(x, r, e, m0, k), minlength=(g1 - g0) * width)
+    return _slot_counts(flat, g1 - g0, k)
 
 
 def local_bin_counts(gv: GroupedValues, groups: np.ndarray | None, bins: Callable[..., np.ndarray],
@@ -343,11 +384,19 @@ def _dyadic_stage(rows: Any, groups: np.ndarray | None, sizes: np.ndarray,
     G = e_arr.size
     kmax = int(k_arr.max()) if G else 1
     pick = np.zeros(G, dtype=np.int64)
-    chunks = _group_chunks(G, kmax)
-    bins = functools.partial(dyadic_bins, e=e_arr, m0=m0_arr, k=kmax)
-    for (g0, g1), flat in zip(chunks, _bin_counts(rows, groups, bins, kmax + 1, chunks), strict=True):
-        cum = _cumulative(flat, g1 - g0, kmax)
-        util = (_cell_utility if cells else _utility)(cum, sizes[g0:g1], a, b)
+    if cells:
+        chunks = _group_chunks(G, kmax)
+        bins = functools.partial(dyadic_bins, e=e_arr, m0=m0_arr, k=kmax)
+        width = kmax + 1
+    else:  # points: rows equal to a candidate in slots of their own (c⁻ and c)
+        chunks = _group_chunks(G, 2 * kmax)
+        bins = functools.partial(dyadic_slots, e=e_arr, m0=m0_arr, k=kmax)
+        width = 2 * kmax + 1
+    for (g0, g1), flat in zip(chunks, _bin_counts(rows, groups, bins, width, chunks), strict=True):
+        if cells:
+            util = _cell_utility(_cumulative(flat, g1 - g0, kmax), sizes[g0:g1], a, b)
+        else:
+            util = _point_utility(*_slot_counts(flat, g1 - g0, kmax), sizes[g0:g1], a, b)
         pick[g0:g1] = _noisy_argmax(util, k_arr[g0:g1], scale, rng)
     return pick
 
