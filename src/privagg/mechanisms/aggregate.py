@@ -301,8 +301,8 @@ class Quantile(_Metric):
     def run(self, cand: Any, eps: Fraction, dlt: Fraction, contribution: Contribution, gen: Any,
             n_hat: Any = None, windows: Any = None) -> MetricResult:
         """``n_hat``: the query's released noisy counts (``count()``), which size the bounded grid;
-        ``windows``: released per-group ranges for the groups too small for the unbounded search
-        (the clipping range of the query's unbounded mean of this column)."""
+        ``windows``: released per-group ranges for the unbounded search to use instead of its
+        octave search (the clipping range of the query's unbounded mean of this column)."""
         from .grouped_quantile import quantiles
 
         return quantiles(cand.values[self.column], self.q, bounds=self.bounds, epsilon=eps,
@@ -769,7 +769,7 @@ def aggregate(
         fed: tuple[Any, Fraction] | None = None
         # in the query's order (the draws' order is public), except that quantiles come last: a bounded
         # quantile sizes its grid from the released count() when the query has one (post-processing),
-        # an unbounded one takes its small groups' windows from an unbounded mean of its column,
+        # an unbounded one takes its groups' windows from an unbounded mean of its column,
         # and a count() that feeds an unbounded mean comes first (docs/proofs/aggregate_mean.md §8.1)
         for m in sorted(mets, key=lambda m: (isinstance(m, Quantile), not (feed is not None and isinstance(m, Count)))):
             if m.name in results:

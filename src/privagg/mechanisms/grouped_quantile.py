@@ -32,10 +32,13 @@ Grids (all candidates are exactly representable floats, so ``x <= t`` is an exac
   (0 for the cell holding the quantile even when all rows lie in one cell; the point utility is
   flat there, which made the old quarter-octave point search uniform over its 835 candidates on
   small or narrow groups), stage 2 (5ε/8) on the dyadic grid of at most ``2^UNBOUNDED_BITS``
-  candidates of that cell. A group the ⊥ rule drops (a released count below :func:`rows_needed`)
-  is released instead from ONE stage at the full ε over a released window of its own when the
-  query gives one (``windows``: the clipping range of the query's unbounded mean of the same
-  column; post-processing of that metric's release), i.e. the bounded mechanism with those bounds.
+  candidates of that cell. When the query gives a released window per group (``windows``: the
+  clipping range of the query's unbounded mean of the same column; post-processing of that
+  metric's release), every group with a usable one is released instead from ONE stage at the full
+  ε over it — the bounded mechanism with those bounds: no ε on finding a cell, and a grid fitted
+  to the group (the octave search's step, 2^-12 of an octave, was wider than data far from 0 such
+  as N(10⁶, 10²), whose release was then uniform over its octave). Without a window a group whose
+  released count is below :func:`rows_needed` is ⊥.
 """
 
 from __future__ import annotations
@@ -436,10 +439,11 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
     windows : (lo, hi) arrays (G,) or None
         Without bounds and with ``n_hat``: per-group ranges that are RELEASED values (public), in
         :func:`~privagg.mechanisms.aggregate.aggregate` the clipping range of the query's unbounded
-        mean of the same column. A group that the ⊥ rule drops and whose window is finite with
-        ``lo <= hi`` and ``|lo|, |hi| <= 2^64`` is released from one stage at the full ``ε_g``
-        over the window's dyadic grid (:func:`grid_bits` from ``n̂``; rows outside act as clamped
-        to it, as with ``bounds``); its two-stage draws are discarded, never released
+        mean of the same column. A group whose window is finite with ``lo <= hi`` and
+        ``|lo|, |hi| <= 2^64`` is released from one stage at the full ``ε_g`` over the window's
+        dyadic grid (:func:`grid_bits` from ``n̂``; rows outside act as clamped to it, as with
+        ``bounds``), whatever its size; the two stages run only when some group has no such window,
+        and their draws for the others are discarded, never released
         (docs/proofs/aggregate_quantile.md §5c). ``extra["window"]`` marks those groups.
 
     Returns
@@ -488,30 +492,20 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
                 break
             pick[sel] = _dyadic_stage(gv, sel, sizes[sel], e_arr[sel], m0_arr[sel], k_arr[sel], a, b,
                                       scales[0], rng)
-    else:
-        cands = geometric_grid()
-        first_k = cands.size
-        choice = np.empty(G, dtype=np.int64)
-        chunks = _group_chunks(G, first_k)
-        bins = functools.partial(shared_bins, cands=cands)
-        for (g0, g1), flat in zip(chunks, _bin_counts(gv, None, bins, first_k + 1, chunks), strict=True):
-            util = _cell_utility(_cumulative(flat, g1 - g0, first_k), sizes[g0:g1], a, b)
-            choice[g0:g1] = _noisy_argmax(util, None, scales[0], rng)
-        # the chosen cell (C[k − 1], C[k]]; cell 0 is (−∞, C[0]] → the point C[0]
-        w_lo = cands[np.maximum(choice - 1, 0)]
-        w_hi = cands[choice]
-        e_arr, m0_arr, k_arr = _dyadic_windows(w_lo, w_hi, UNBOUNDED_BITS)
-        pick = _dyadic_stage(gv, None, sizes, e_arr, m0_arr, k_arr, a, b, scales[-1], rng)
-    last_k = int(k_arr.max()) if G else 1
-    if box is not None:  # the neighbouring candidates of the released one (its grid cell)
         value, w_lo, w_hi, step_out = _grid_cell(m0_arr, pick, k_arr, e_arr)
         rank_error = np.zeros(G)
         for k in np.unique(k_arr).tolist():  # per grid size (public)
             rank_error[k_arr == k] = 2.0 * _max_abs_noise_bound(scales[0], int(k), 0.05) / b
     else:
-        value, step_out = np.ldexp(m0_arr + pick, e_arr), np.ldexp(1.0, e_arr)
-        rank_error = (2.0 * _max_abs_noise_bound(scales[0], first_k, 0.025)
-                      + 2.0 * _max_abs_noise_bound(scales[-1], last_k, 0.025)) / b
+        # a group with a usable released window (public: the query's unbounded mean's release) is
+        # released from ONE stage over it at the full ε_g below (§5c); the two stages run only
+        # when some group has none (their draws for the others are discarded)
+        use = _window_groups(windows, G) if n_hat is not None else np.zeros(G, dtype=bool)
+        if use.all():
+            value, w_lo, w_hi, step_out = (np.full(G, np.nan) for _ in range(4))
+            rank_error = np.zeros(G)
+        else:
+            value, w_lo, w_hi, step_out, rank_error = _two_stages(gv, sizes, a, b, scales, rng)
     ok = np.ones(G, dtype=bool)
     reason = np.full(G, None, dtype=object)
     rank_error = np.broadcast_to(rank_error, (G,)).astype(np.float64)
@@ -524,7 +518,6 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
             if n_hat.shape != (G,):
                 raise ValueError(f"n_hat must have shape ({G},), not {n_hat.shape}")
             ok = n_hat >= need
-            use = _window_groups(windows, ~ok, G)
             if use.any():  # one stage over the released window at the full ε_g (§5c)
                 _window_stage(gv, np.flatnonzero(use), sizes, n_hat, windows, a, b, epsilon, contribution, rng,
                               value, w_lo, w_hi, step_out, rank_error)
@@ -541,6 +534,31 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
     )
 
 
+def _two_stages(gv: Any, sizes: np.ndarray, a: int, b: int, scales: tuple[Fraction, ...],
+                rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+    """Without bounds: stage 1, the cell utility over the octave grid's cells; stage 2, the point
+    utility over the dyadic grid of the chosen closed cell — every group. ``(value, low, high, step,
+    rank_error)``, low/high the chosen cell."""
+    G = sizes.size
+    cands = geometric_grid()
+    first_k = cands.size
+    choice = np.empty(G, dtype=np.int64)
+    chunks = _group_chunks(G, first_k)
+    bins = functools.partial(shared_bins, cands=cands)
+    for (g0, g1), flat in zip(chunks, _bin_counts(gv, None, bins, first_k + 1, chunks), strict=True):
+        util = _cell_utility(_cumulative(flat, g1 - g0, first_k), sizes[g0:g1], a, b)
+        choice[g0:g1] = _noisy_argmax(util, None, scales[0], rng)
+    # the chosen cell (C[k − 1], C[k]]; cell 0 is (−∞, C[0]] → the point C[0]
+    w_lo = cands[np.maximum(choice - 1, 0)]
+    w_hi = cands[choice]
+    e_arr, m0_arr, k_arr = _dyadic_windows(w_lo, w_hi, UNBOUNDED_BITS)
+    pick = _dyadic_stage(gv, None, sizes, e_arr, m0_arr, k_arr, a, b, scales[-1], rng)
+    last_k = int(k_arr.max()) if G else 1
+    rank_error = np.full(G, (2.0 * _max_abs_noise_bound(scales[0], first_k, 0.025)
+                             + 2.0 * _max_abs_noise_bound(scales[-1], last_k, 0.025)) / b)
+    return np.ldexp(m0_arr + pick, e_arr), w_lo, w_hi, np.ldexp(1.0, e_arr), rank_error
+
+
 def _grid_cell(m0: np.ndarray, pick: np.ndarray, k: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, ...]:
     """The released candidate ``(m0 + pick)·2^e`` of a dyadic grid of ``k`` points, its neighbouring
     candidates (the grid cell, clipped to the grid) and the spacing ``2^e``."""
@@ -548,9 +566,9 @@ def _grid_cell(m0: np.ndarray, pick: np.ndarray, k: np.ndarray, e: np.ndarray) -
             np.ldexp(m0 + np.minimum(pick + 1, k - 1), e), np.ldexp(1.0, e))
 
 
-def _window_groups(windows: tuple[np.ndarray, np.ndarray] | None, dropped: np.ndarray, G: int) -> np.ndarray:
-    """The groups ``dropped`` (public) whose released window is usable: finite, ``lo <= hi``,
-    both within ``±2^64`` (the unbounded search's range)."""
+def _window_groups(windows: tuple[np.ndarray, np.ndarray] | None, G: int) -> np.ndarray:
+    """The groups whose released window is usable (public): finite, ``lo <= hi``, both within
+    ``±2^64`` (the unbounded search's range)."""
     if windows is None:
         return np.zeros(G, dtype=bool)
     lo, hi = (np.asarray(w, dtype=np.float64) for w in windows)
@@ -558,7 +576,7 @@ def _window_groups(windows: tuple[np.ndarray, np.ndarray] | None, dropped: np.nd
         raise ValueError(f"windows must be two arrays of shape ({G},)")
     with np.errstate(invalid="ignore"):
         fine = np.isfinite(lo) & np.isfinite(hi) & (lo <= hi) & (np.abs(lo) <= 2.0**64) & (np.abs(hi) <= 2.0**64)
-    return dropped & fine
+    return fine
 
 
 def _window_stage(rows: Any, sel: np.ndarray, sizes: np.ndarray, n_hat: np.ndarray,
