@@ -32,7 +32,9 @@ Grids (all candidates are exactly representable floats, so ``x <= t`` is an exac
   (0 for the cell holding the quantile even when all rows lie in one cell; the point utility is
   flat there, which made the old quarter-octave point search uniform over its 835 candidates on
   small or narrow groups), stage 2 (5ε/8) on the dyadic grid of at most ``2^UNBOUNDED_BITS``
-  candidates of that cell. When the query gives a released window per group (``windows``: the
+  candidates of that cell, by the same cell utility over its cells ``(t_{i−1}, t_i]``, released at
+  ``t_i`` (within one step of the quantile even where the data are narrower than a step: N(10⁶,
+  10²), whose release by the point utility was uniform over the octave). When the query gives a released window per group (``windows``: the
   clipping range of the query's unbounded mean of the same column; post-processing of that
   metric's release), every group with a usable one is released instead from ONE stage at the full
   ε over it — the bounded mechanism with those bounds: no ε on finding a cell, and a grid fitted
@@ -536,9 +538,10 @@ def quantiles(gv: GroupedValues, q: float, *, bounds: tuple[float, float] | None
 
 def _two_stages(gv: Any, sizes: np.ndarray, a: int, b: int, scales: tuple[Fraction, ...],
                 rng: np.random.Generator) -> tuple[np.ndarray, ...]:
-    """Without bounds: stage 1, the cell utility over the octave grid's cells; stage 2, the point
-    utility over the dyadic grid of the chosen closed cell — every group. ``(value, low, high, step,
-    rank_error)``, low/high the chosen cell."""
+    """Without bounds: stage 1, the cell utility over the octave grid's cells; stage 2, the cell
+    utility over the cells ``(t_{i−1}, t_i]`` of the dyadic grid of the chosen closed octave cell,
+    released at ``t_i`` — every group. ``(value, low, high, step, rank_error)``, low/high the
+    chosen octave cell."""
     G = sizes.size
     cands = geometric_grid()
     first_k = cands.size
@@ -552,7 +555,10 @@ def _two_stages(gv: Any, sizes: np.ndarray, a: int, b: int, scales: tuple[Fracti
     w_lo = cands[np.maximum(choice - 1, 0)]
     w_hi = cands[choice]
     e_arr, m0_arr, k_arr = _dyadic_windows(w_lo, w_hi, UNBOUNDED_BITS)
-    pick = _dyadic_stage(gv, None, sizes, e_arr, m0_arr, k_arr, a, b, scales[-1], rng)
+    # stage 2 by cells (t_{i−1}, t_i] too, released at t_i: data narrower than the grid's step
+    # (2^-12 of an octave: 128 at 10⁶) lie in one cell, which scores 0, where every point scored
+    # −a·n or −(b − a)·n and the pick was uniform over the octave
+    pick = _dyadic_stage(gv, None, sizes, e_arr, m0_arr, k_arr, a, b, scales[-1], rng, cells=True)
     last_k = int(k_arr.max()) if G else 1
     rank_error = np.full(G, (2.0 * _max_abs_noise_bound(scales[0], first_k, 0.025)
                              + 2.0 * _max_abs_noise_bound(scales[-1], last_k, 0.025)) / b)
