@@ -814,8 +814,9 @@ def aggregate(
                 else:
                     results[s_m.name], results[b_m.name] = _empty(s_m), _empty(b_m)
                 continue
-            if isinstance(m, Quantile) and "count" in results:
-                results[m.name] = (m.run(cand, *split[m.name], contribution, gen, n_hat=results["count"].value,
+            n_hat = _quantile_counts(m, mets, results) if isinstance(m, Quantile) else None
+            if n_hat is not None:
+                results[m.name] = (m.run(cand, *split[m.name], contribution, gen, n_hat=n_hat,
                                          windows=_mean_window(m, mets, results))
                                    if cand.size else _empty(m))
                 continue
@@ -827,6 +828,28 @@ def aggregate(
             v.close()
 
 
+def _quantile_counts(q: Quantile, mets: tuple[_Metric, ...], results: dict[str, MetricResult]) -> Any:
+    """The released noisy counts a quantile reads (post-processing; None: none): the query's
+    ``count()``; else, for an unbounded quantile, the ``n_hat`` its column's unbounded ``mean`` has
+    released (its own count of the column's rows), so that it takes that mean's windows too."""
+    if "count" in results:
+        return results["count"].value
+    if q.bounds is None:
+        mean = _unbounded_mean(q, mets, results)
+        if mean is not None and "n_hat" in (mean.extra or {}):
+            return mean.extra["n_hat"]
+    return None
+
+
+def _unbounded_mean(q: Quantile, mets: tuple[_Metric, ...], results: dict[str, MetricResult]) -> Any:
+    """The release of the query's first unbounded ``mean(col)`` of the quantile's column (already
+    drawn: quantiles come last), or None."""
+    for m in mets:
+        if isinstance(m, Mean) and m.bounds is None and m.column == q.column and m.name in results:
+            return results[m.name]
+    return None
+
+
 def _mean_window(q: Quantile, mets: tuple[_Metric, ...], results: dict[str, MetricResult]) -> Any:
     """The released clipping range ``(clip_low, clip_high)`` per group of the query's first
     unbounded ``mean(col)`` of the quantile's column (already drawn: quantiles come last), for an
@@ -834,11 +857,10 @@ def _mean_window(q: Quantile, mets: tuple[_Metric, ...], results: dict[str, Metr
     aggregate_quantile.md §5c)."""
     if q.bounds is not None:
         return None
-    for m in mets:
-        if isinstance(m, Mean) and m.bounds is None and m.column == q.column and m.name in results:
-            extra = results[m.name].extra or {}
-            if "clip_low" in extra and "clip_high" in extra:
-                return extra["clip_low"], extra["clip_high"]
+    mean = _unbounded_mean(q, mets, results)
+    extra = {} if mean is None else (mean.extra or {})
+    if "clip_low" in extra and "clip_high" in extra:
+        return extra["clip_low"], extra["clip_high"]
     return None
 
 
