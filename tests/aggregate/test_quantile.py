@@ -135,10 +135,10 @@ def test_point_utility_on_atoms():
     assert int(np.argmax(u_nine)) == 6 and u_nine[6] == 0 and (u_nine[:6] < -100).all() and (u_nine[7:] == -100).all()
 
 
-def test_counts_dyadic_pair_exact_at_boundaries():
-    """#{x < t} and #{x <= t} decided exactly at candidates and their float neighbours, tiny and
-    huge x (a scaled value underflowing to ±0 is not a tie; ±inf beyond the grid is not either)."""
-    rng = np.random.default_rng(6)
+def _boundary_case(seed: int, ties: bool):
+    """Six dyadic grids (tiny, huge, subnormal steps) and rows at every candidate (twice with
+    ``ties``), at their float neighbours, uniform between, and at ±tiny, ±0, ±huge values."""
+    rng = np.random.default_rng(seed)
     G, K = 6, 40
     e = np.array([-3, 0, 7, -40, 900, -1074])
     m0 = np.array([-20.0, 5.0, -1.0, 2.0**40, -3.0, 0.0])
@@ -146,11 +146,17 @@ def test_counts_dyadic_pair_exact_at_boundaries():
     xs, gs = [], []
     for g in range(G):
         c = cands[g]
-        pts = np.concatenate([c, c, np.nextafter(c, np.inf), np.nextafter(c, -np.inf),
+        pts = np.concatenate([c] * (2 if ties else 1) + [np.nextafter(c, np.inf), np.nextafter(c, -np.inf),
                               rng.uniform(c[0], c[-1], 20), [5e-324, -5e-324, 0.0, -0.0, 1e308, -1e308]])
         xs.append(pts)
         gs.append(np.full(pts.size, g))
-    x, gid = np.concatenate(xs), np.concatenate(gs).astype(np.int64)
+    return G, K, e, m0, cands, xs, np.concatenate(xs), np.concatenate(gs).astype(np.int64)
+
+
+def test_counts_dyadic_pair_exact_at_boundaries():
+    """#{x < t} and #{x <= t} decided exactly at candidates and their float neighbours, tiny and
+    huge x (a scaled value underflowing to ±0 is not a tie; ±inf beyond the grid is not either)."""
+    G, K, e, m0, cands, xs, x, gid = _boundary_case(6, ties=True)
     lo, le = gq._counts_dyadic_pair(x, gid, 0, G, e, m0, K)
     assert np.array_equal(lo, np.array([[(xs[g] < cands[g, k]).sum() for k in range(K)] for g in range(G)]))
     assert np.array_equal(le, np.array([[(xs[g] <= cands[g, k]).sum() for k in range(K)] for g in range(G)]))
@@ -158,19 +164,7 @@ def test_counts_dyadic_pair_exact_at_boundaries():
 
 def test_counts_dyadic_exact_at_boundaries():
     """x <= m·2^e decided exactly, at candidates and their float neighbours, tiny and huge x."""
-    rng = np.random.default_rng(5)
-    G, K = 6, 40
-    e = np.array([-3, 0, 7, -40, 900, -1074])
-    m0 = np.array([-20.0, 5.0, -1.0, 2.0**40, -3.0, 0.0])
-    cands = np.ldexp(m0[:, None] + np.arange(K)[None, :], e[:, None])
-    xs, gs = [], []
-    for g in range(G):
-        c = cands[g]
-        pts = np.concatenate([c, np.nextafter(c, np.inf), np.nextafter(c, -np.inf),
-                              rng.uniform(c[0], c[-1], 20), [5e-324, -5e-324, 0.0, 1e308, -1e308]])
-        xs.append(pts)
-        gs.append(np.full(pts.size, g))
-    x, gid = np.concatenate(xs), np.concatenate(gs).astype(np.int64)
+    G, K, e, m0, cands, xs, x, gid = _boundary_case(5, ties=False)
     got = gq._counts_dyadic(x, gid, 0, G, e, m0, K)
     want = np.array([[(xs[g] <= cands[g, k]).sum() for k in range(K)] for g in range(G)])
     assert np.array_equal(got, want)
