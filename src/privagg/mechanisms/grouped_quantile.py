@@ -9,9 +9,9 @@ For each released group ``g`` with rows ``x_1 … x_n`` and a public candidate `
 is 0 exactly where ``t`` is a q-quantile — also on an atom: the median of a 0/1 column with 70 %
 zeros is the candidate 0, not any candidate of ``[0, 1)`` (:func:`_point_utility`; the rows equal to
 a candidate are counted in slots of their own, :func:`dyadic_slots`). Adding or removing one row
-moves ``U`` by at most ``max(a, b − a)``; the candidate is ``argmax_t U(t) + ν_t`` (first maximum), ``ν_t ~ DLap(2Δ/ε)``
-i.i.d. (report-noisy-max, docs/proofs/mean.md §2b). Counts for all groups and candidates are one
-``bincount`` of a per-row bin index (a ``G × K`` matrix, groups processed in chunks of at most
+moves ``U`` by at most ``max(a, b − a)``; the candidate is ``argmax_t U(t) + ν_t`` (first
+maximum), ``ν_t ~ DLap(2Δ/ε)`` i.i.d. (report-noisy-max, docs/proofs/mean.md §2b). Counts for all
+groups and candidates are one ``bincount`` of a per-row bin index (a ``G × K`` matrix, groups processed in chunks of at most
 :data:`CELLS_PER_CHUNK` matrix cells); there is no Python loop per group or per row.
 
 Grids (all candidates are exactly representable floats, so ``x <= t`` is an exact comparison):
@@ -33,14 +33,14 @@ Grids (all candidates are exactly representable floats, so ``x <= t`` is an exac
   flat there, which made the old quarter-octave point search uniform over its 835 candidates on
   small or narrow groups), stage 2 (5ε/8) on the dyadic grid of at most ``2^UNBOUNDED_BITS``
   candidates of that cell, by the same cell utility over its cells ``(t_{i−1}, t_i]``, released at
-  ``t_i`` (within one step of the quantile even where the data are narrower than a step: N(10⁶,
-  10²), whose release by the point utility was uniform over the octave). When the query gives a released window per group (``windows``: the
-  clipping range of the query's unbounded mean of the same column; post-processing of that
-  metric's release), every group with a usable one is released instead from ONE stage at the full
-  ε over it — the bounded mechanism with those bounds: no ε on finding a cell, and a grid fitted
-  to the group (the octave search's step, 2^-12 of an octave, was wider than data far from 0 such
-  as N(10⁶, 10²), whose release was then uniform over its octave). Without a window a group whose
-  released count is below :func:`rows_needed` is ⊥.
+  ``t_i`` (within a step or two of the quantile even where the data are narrower than a step:
+  N(10⁶, 10²), whose release by the point utility was uniform over the octave). When the query
+  gives a released window per group (``windows``: the clipping range of the query's unbounded mean
+  of the same column; post-processing of that metric's release), every group with a usable one is
+  released instead from ONE stage at the full ε over it — the bounded mechanism with those
+  bounds: no ε on finding a cell, and a grid fitted to the group (the octave search's step, 2^-12
+  of an octave, is 128 at 10⁶). Without a window a group whose released count is below
+  :func:`rows_needed` is ⊥.
 """
 
 from __future__ import annotations
