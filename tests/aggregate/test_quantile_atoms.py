@@ -95,3 +95,13 @@ def test_control_atom_columns_flat_utility(kind, q, bounds, monkeypatch):
     df = _atoms(kind)
     hits = _exact_runs(df, q, bounds, list(range(5)))
     assert (hits.sum(axis=0) <= 6).all(), (kind, q, bounds, hits.sum(axis=0), "seeds 0-29, data seed 20261207")
+
+
+def test_control_unbounded_atom_flat_points(monkeypatch):
+    """Negative control of the unbounded case: stage 2 by points with the flat utility ties the
+    atom 3 with the gap's candidates up to 4, and the atom is released in at most 6 of 30 runs."""
+    stage = gq._dyadic_stage
+    monkeypatch.setattr(gq, "_dyadic_stage", lambda *a, cells=False, **k: stage(*a, cells=False, **k))
+    monkeypatch.setattr(gq, "_point_utility", _old_utility)
+    hits = _exact_runs(_atoms("likert"), 0.5, None, list(range(5)))
+    assert (hits.sum(axis=0) <= 6).all(), (hits.sum(axis=0), "seeds 0-29, data seed 20261207")

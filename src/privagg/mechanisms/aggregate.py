@@ -37,8 +37,8 @@ sequentially (all read the same rows); each metric is itself a parallel composit
 disjoint groups. The metrics draw in the query's order, except that quantiles draw last: a
 bounded quantile sizes each group's grid from the query's released ``count()`` when it has one
 (post-processing of that release; docs/proofs/aggregate_quantile.md §4), and an unbounded one
-releases the groups too small for its own search over the clipping range of the query's unbounded
-``mean`` of the same column (released by that mean; §5c). Proofs:
+releases every group over the clipping range of the query's unbounded ``mean`` of the same column
+where that mean has released one (with ``count()``'s counts, or that mean's own without it; §5c). Proofs:
 ``docs/proofs/aggregate.md``.
 
 Key selection (no domain): each group with n ≥ 1 distinct units after bounding (record level: rows)
@@ -300,7 +300,8 @@ class Quantile(_Metric):
 
     def run(self, cand: Any, eps: Fraction, dlt: Fraction, contribution: Contribution, gen: Any,
             n_hat: Any = None, windows: Any = None) -> MetricResult:
-        """``n_hat``: the query's released noisy counts (``count()``), which size the bounded grid;
+        """``n_hat``: released noisy counts (the query's ``count()``, or for an unbounded quantile its
+        column's unbounded mean's), which size the grid;
         ``windows``: released per-group ranges for the unbounded search to use instead of its
         octave search (the clipping range of the query's unbounded mean of this column)."""
         from .grouped_quantile import quantiles
