@@ -98,6 +98,23 @@ def test_csv_table_labels_intervals_truthfully(data_csv, domain1):
     assert "95% interval" not in result.stdout
 
 
+def test_unbounded_mean_shows_its_clipping_range(data_csv, domain1):
+    """An unbounded mean's table gets a "clipped to" column and its note; --json the two fields
+    (a bounded mean neither: its range is the user's bounds)."""
+    args = (data_csv, "--by", "g", "--domain", domain1, "--count", "--mean", "u", "--mean", "v:0:10",
+            "--epsilon", "2", "--delta", "1e-6", "--seed", "3")
+    result = CliRunner().invoke(cli, ["aggregate", *[str(a) for a in args]], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.stderr
+    assert "mean_u clipped to" in result.stdout and "mean_v clipped to" not in result.stdout
+    assert "clamped its values to" in " ".join(result.stdout.split())
+    for g in _json(run(*args, "--json"))["groups"]:
+        assert {"mean_u_clip_low", "mean_u_clip_high"} <= set(g) and "mean_v_clip_low" not in g
+        if g["mean_u_ok"]:
+            assert g["mean_u_clip_low"] < g["mean_u_clip_high"]
+        else:
+            assert g["mean_u_clip_low"] is None and g["mean_u_clip_high"] is None
+
+
 def test_parquet_two_by_columns_domain_and_exact_counts(data_parquet, tmp_path):
     dom = tmp_path / "dom2.csv"
     dom.write_text("h,g\nx,9\ny,007\nx,7\n", encoding="utf-8")  # "007" casts to the integer 7

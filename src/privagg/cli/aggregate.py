@@ -512,6 +512,13 @@ def _cell(value: Any, low: Any, high: Any, ok: Any) -> str:
     return f"{text} [{format_float(float(low), 4)}, {format_float(float(high), 4)}]"
 
 
+def _range(low: Any, high: Any, ok: Any) -> str:
+    """``[low, high]``, or ``⊥`` for a ⊥ group (its range is NaN)."""
+    if ok is False or not (math.isfinite(float(low)) and math.isfinite(float(high))):
+        return "⊥"
+    return f"[{format_float(float(low), 4)}, {format_float(float(high), 4)}]"
+
+
 def _print_table(release: Any, *, file: Path, rows: int, privacy_unit: str | None = None) -> None:
     from rich.table import Table
     from rich.text import Text
@@ -552,9 +559,12 @@ def _print_table(release: Any, *, file: Path, rows: int, privacy_unit: str | Non
     from ..mechanisms._aggregate_plot import interval_kind
 
     kinds = {name: interval_kind(release, name) for name in names}
+    clipped = [name for name in names if name + "_clip_low" in groups]  # unbounded means
     for name in names:
         label = " [grid cell]" if kinds[name] == "grid_cell" else " [95% noise]"
         table.add_column(Text(visible(name) + label), justify="right")
+        if name in clipped:
+            table.add_column(Text(visible(name) + " clipped to"), justify="right")
     cells = []
     for name in names:
         values = groups[name].iloc[:n].tolist()
@@ -562,6 +572,10 @@ def _print_table(release: Any, *, file: Path, rows: int, privacy_unit: str | Non
         highs = groups[name + "_high"].iloc[:n].tolist() if name + "_high" in groups else [None] * n
         oks = groups[name + "_ok"].iloc[:n].tolist() if name + "_ok" in groups else [True] * n
         cells.append([_cell(v, lo, hi, bool(ok)) for v, lo, hi, ok in zip(values, lows, highs, oks)])
+        if name in clipped:
+            lows = groups[name + "_clip_low"].iloc[:n].tolist()
+            highs = groups[name + "_clip_high"].iloc[:n].tolist()
+            cells.append([_range(lo, hi, bool(ok)) for lo, hi, ok in zip(lows, highs, oks)])
     key_cols = [[visible(_text(v)) for v in groups[c].iloc[:n].tolist()] for c in by]
     for i in range(n):
         table.add_row(*[Text(col[i]) for col in key_cols], *[Text(col[i]) for col in cells])
@@ -574,6 +588,10 @@ def _print_table(release: Any, *, file: Path, rows: int, privacy_unit: str | Non
     if any(k == "noise95" for k in kinds.values()):
         notes.append("[95% noise]: holds the value without noise with probability ≥ 95% per group "
                      "(noise only: not clamping bias or sampling error)")
+    if clipped:
+        notes.append("clipped to: the range each group's unbounded mean clamped its values to (chosen "
+                     "privately); the interval covers the mean of the clamped values, so a group whose "
+                     "rows lie beyond the range is released biased toward it")
     if any(k == "grid_cell" for k in kinds.values()):
         notes.append("[grid cell]: the quantile's neighbouring candidates (its resolution), not a "
                      "confidence interval")

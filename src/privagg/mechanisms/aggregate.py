@@ -396,9 +396,12 @@ class AggregateRelease:
     ----------
     groups : pandas.DataFrame
         One row per released group: the ``by`` columns, then per metric ``<name>``, ``<name>_low``,
-        ``<name>_high`` (the metric's interval), and for means and quantiles ``<name>_ok`` /
-        ``<name>_reason`` (⊥ and why). Rows in the domain's order, or in the canonical order of
-        the keys (never record order).
+        ``<name>_high`` (the metric's interval), for an unbounded mean ``<name>_clip_low`` /
+        ``<name>_clip_high`` (the range the group's values were clamped to, chosen privately: the
+        interval covers the mean of the clamped values, so a group whose rows lie beyond the
+        range is released biased toward it), and for means and quantiles ``<name>_ok`` /
+        ``<name>_reason`` (⊥ and why; NaN clipping range). Rows in the domain's order, or in the
+        canonical order of the keys (never record order).
     by : tuple of str
     metrics : tuple of str
         The metric names (output columns), in order.
@@ -1051,6 +1054,10 @@ def _release(cand: Any, by: tuple[str, ...], mets: tuple[_Metric, ...], results:
         data[m.name] = np.asarray(r.value, dtype=np.float64)
         data[m.name + "_low"] = np.asarray(r.low, dtype=np.float64)
         data[m.name + "_high"] = np.asarray(r.high, dtype=np.float64)
+        if isinstance(m, Mean) and m.bounds is None and "clip_low" in (r.extra or {}):
+            # the range each group's values were clamped to, chosen privately (released values)
+            data[m.name + "_clip_low"] = np.asarray(r.extra["clip_low"], dtype=np.float64)
+            data[m.name + "_clip_high"] = np.asarray(r.extra["clip_high"], dtype=np.float64)
         if m.can_fail:
             data[m.name + "_ok"] = np.asarray(r.ok, dtype=bool)
             data[m.name + "_reason"] = np.asarray(r.reason, dtype=object)
