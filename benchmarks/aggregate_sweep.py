@@ -175,14 +175,14 @@ def _parse_set(text: str) -> tuple[str, Any]:
         return key, value
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--runs", type=int, default=10)
     p.add_argument("--only", default="", help="name:group:value pairs, comma-separated")
     p.add_argument("--set", action="append", default=[], help="MODULE.NAME=VALUE (the unbounded runs)")
     p.add_argument("--json", default="", help="write the per-pair figures here")
     p.add_argument("--markdown", action="store_true")
-    a = p.parse_args()
+    a = p.parse_args(argv)
     warnings.simplefilter("ignore")
     variant = dict(_parse_set(s) for s in a.set)
     only = {s for s in a.only.split(",") if s}
@@ -198,6 +198,7 @@ def main() -> None:
                 with open(a.json, "w") as f:
                     json.dump(results, f)
     report(results, a.runs, variant, a.markdown, time.perf_counter() - t0)
+    return results
 
 
 def report(results: dict[str, Any], runs: int, variant: dict[str, Any], markdown: bool, seconds: float) -> None:

@@ -36,3 +36,8 @@ def group_size_sweep() -> ModuleType:
 @pytest.fixture(scope="module")
 def far_bench() -> ModuleType:
     return load_benchmark("aggregate_far.py", "bench_aggregate_far")
+
+
+@pytest.fixture(scope="module")
+def sweep_bench() -> ModuleType:
+    return load_benchmark("aggregate_sweep.py", "bench_aggregate_sweep")
