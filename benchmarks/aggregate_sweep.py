@@ -100,7 +100,8 @@ def pairs(df: Any) -> Iterator[tuple[str, str]]:
     for c in df.columns:
         s = df[c]
         nu = s.nunique(dropna=True)
-        if 2 <= nu <= 12 and (s.dtype == object or isinstance(s.dtype, pd.CategoricalDtype)
+        if 2 <= nu <= 12 and (pd.api.types.is_string_dtype(s) or s.dtype == object
+                              or isinstance(s.dtype, pd.CategoricalDtype)
                               or pd.api.types.is_integer_dtype(s) or pd.api.types.is_bool_dtype(s)
                               or (pd.api.types.is_float_dtype(s) and nu <= 6)):
             cats.append(c)
