@@ -364,7 +364,7 @@ MUTATIONS: tuple[Mutation, ...] = (
              "               if n_hat is not None else np.zeros(G, dtype=bool))\n",
              (TA + "test_quantile_mean_window.py::test_window_stage_is_the_bounded_mechanism",
               TA + "test_quantile_mean_window.py::test_large_groups_of_far_data_released_from_the_window")),
-    Mutation("agg-clip-columns-center", "aggregate: the unbounded mean's released clipping range widened to its center ± 2R (not the range its values were clamped to)", AG,
+    Mutation("agg-clip-columns-center", "aggregate: the lower end of the unbounded mean's released clipping range twice as far below the center (not the range its values were clamped to)", AG,
              "            data[m.name + \"_clip_low\"] = np.asarray(r.extra[\"clip_low\"], dtype=np.float64)\n",
              "            data[m.name + \"_clip_low\"] = 2 * np.asarray(r.extra[\"clip_low\"], dtype=np.float64) - r.extra[\"center\"]\n",
              (TA + "test_clip_columns.py::test_columns_for_unbounded_means_only",
