@@ -223,15 +223,17 @@ def report(results: dict[str, Any], runs: int, variant: dict[str, Any], markdown
                  f"{ratio[key]:.2f}", f"{u['coverage']:.2f}", f"{u['median']:.3g}", f"{b['median']:.3g}"]
         print(("| " + " | ".join(cells) + " |") if markdown else sep.join(cells))
     r = np.array(list(ratio.values()))
-    worst = rows[0] if rows else None
+    fin = r[np.isfinite(r)]
+    worst = next(((k, v) for k, v in rows if np.isfinite(v["unbounded"]["mean"])), None)
     print()
     print(f"pairs: {len(results)}; unbounded mean within {TARGET}x the bounded one: {int((r <= TARGET).sum())}; "
-          f"above 3x: {int((r > 3).sum())}; median ratio {np.median(r):.2f}; geometric mean {np.exp(np.mean(np.log(r))):.2f}")
+          f"above 3x: {int((r > 3).sum())} (⊥ in most groups: {int((~np.isfinite(r)).sum())}); median ratio "
+          f"{np.median(r):.2f}; geometric mean of the finite ratios {np.exp(np.mean(np.log(fin))) if fin.size else np.nan:.2f}")
     far = [k for k, v in rows if v["unbounded"]["mean"] > 0.3]
     print(f"unbounded mean above 0.3 sd: {len(far)} pairs" + (f" ({', '.join(far)})" if far else ""))
     if worst is not None:
-        print(f"worst: {worst[0]} {worst[1]['unbounded']['mean']:.3g} sd; mean coverage of the unbounded mean's "
-              f"interval {np.mean([v['unbounded']['coverage'] for v in results.values()]):.3f}")
+        print(f"worst released: {worst[0]} {worst[1]['unbounded']['mean']:.3g} sd; mean coverage of the unbounded "
+              f"mean's interval {np.mean([v['unbounded']['coverage'] for v in results.values()]):.3f}")
     print(f"({seconds:.0f} s)")
 
 
