@@ -18,7 +18,8 @@ record-level add/remove neighbours, ``--runs`` runs with seeds ``1000 + run``:
 Score per group: ``|released − exact| / sd`` (``sd`` the whole column's standard deviation;
 ⊥ = inf); per run the median over the groups; printed per pair: the median over the runs for each
 method (mean and median), their ratio for the mean, and the coverage of the unbounded mean's
-``_low``/``_high`` interval (noise only: it does not cover the clamping bias) over runs and groups.
+``_low``/``_high`` interval (noise only: it does not cover the clamping bias) over runs and groups
+(a ⊥ group counts as not covered).
 The summary counts the pairs whose unbounded mean is within 1.5× the bounded one (the issue's
 target, there against the peers' bounded means), above 3×, and above 0.3 sd; the pairs above
 0.3 sd are listed.
@@ -27,8 +28,8 @@ target, there against the peers' bounded means), above 3×, and above 0.3 sd; th
 unbounded runs (a variant, e.g. ``--set grouped_mean.SIDE_COST=1.0``); ``--json PATH`` writes the
 per-pair figures; ``--only name:group:value,...`` restricts the pairs.
 
-Run: ``python benchmarks/aggregate_sweep.py [--runs 10] [--markdown]`` (about 7 minutes at 10 runs
-on 2 cores).
+Run: ``python benchmarks/aggregate_sweep.py [--runs 10] [--markdown]`` (about 2 s per pair and 10
+runs here: 859 s for 193 pairs at 20 runs).
 """
 
 from __future__ import annotations
