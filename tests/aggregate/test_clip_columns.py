@@ -29,7 +29,7 @@ def test_columns_for_unbounded_means_only():
     df = pd.DataFrame({"k": np.repeat(["a", "b", "c"], [400, 300, 2]), "x": rng.normal(50, 10, 702),
                        "y": rng.normal(0, 1, 702)})
     rel = privagg.aggregate(df, by="k", metrics=[privagg.count(), privagg.mean("x"), privagg.mean("y", bounds=(-3, 3))],
-                            epsilon=1, delta=1e-6, rng=1, domain=["a", "b", "c"])
+                            epsilon=1, delta=1e-6, rng=1, domain=["a", "b", "c", "d"])  # "d": no row, ⊥ here
     g = rel.to_pandas()
     assert list(g.columns) == ["k", "count", "count_low", "count_high", "mean_x", "mean_x_low", "mean_x_high",
                                "mean_x_clip_low", "mean_x_clip_high", "mean_x_ok", "mean_x_reason", "mean_y",
