@@ -56,7 +56,8 @@ def _run(g, x, seed, eps=Fraction(1, 3)):
 
 def test_pooled_steps_replay():
     """Every pooled selection's utility and base measure, recomputed from the pooled rows with the
-    functions §8 names: the cell on ``point_cells`` and ``cell_mass_utility`` (floor ``⌊N_low/8⌋``),
+    functions §8 names: the cell on ``pooled_cells`` (``point_cells`` and the octave cells'
+    subcells) and ``cell_mass_utility`` (floor ``⌊N_low/8⌋``),
     the spread on ``centred_spread_mass_utility`` around the cell's point, the sides over
     ``SIDE_KS_POOLED`` (down to 2⁻⁷). Deterministic (seed printed)."""
     print(f"seed={SEED}")
@@ -64,13 +65,14 @@ def test_pooled_steps_replay():
     out, draws, fp, sizes = _run(g, x, SEED)
     xs = np.sort(x)
     util, mu, eps, pick = draws.calls["small_cell"]
-    lo, hi, oct_, point, a, b = S.point_cells(S.CELL_E_MIN)
+    point = S.point_cells(S.CELL_E_MIN)[3]
+    lo, hi, log_prior, home, a, b = gm.pooled_cells()
     var = gm.combined_count(sizes, sizes, fp.group.eps_count, gm.small_count_share(fp))[1]
     n_low = gm.pooled_low(out["n_tilde"], np.ones(sizes.size, bool), var)
     assert np.array_equal(util[0], S.cell_mass_utility(xs, lo, hi, S.cell_floor(n_low)))
-    assert np.array_equal(mu, S.base_measure(S.point_cell_log_prior(oct_, point, a, S.CELL_E_MIN)))
+    assert np.array_equal(mu, S.base_measure(log_prior))
     k = int(pick[0])
-    assert point[k] and a[k] == 1.0  # the atom holding the median (74 % ones pooled): c1 = 1
+    assert home[k] == k and point[k] and a[k] == 1.0  # the atom holding the median (74 % ones pooled): c1 = 1
     c1 = 1.0
     grid = S.positive_grid()
     below_lo = np.searchsorted(xs, c1 - grid, side="left")

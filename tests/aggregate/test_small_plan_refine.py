@@ -12,6 +12,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
+import pytest
 
 import privagg.mechanisms.grouped_mean as gm
 from privagg.mechanisms.grouped import Contribution, GroupedValues
@@ -20,6 +21,15 @@ from privagg.mechanisms.mean_small import positive_grid
 EPS = Fraction(1, 3)  # the unbounded mean's share in the benchmark (public partitions)
 DLT = Fraction(1, 10**6)
 SEED = 20261207
+
+
+@pytest.fixture(autouse=True)
+def _octave_start(monkeypatch):
+    """Step 2b as it runs from an octave cell: step 2's subcells (eighteenth stop), which locate
+    most of these columns by themselves, are off here (``SMALL_SUBCELLS = False``), so every test
+    and control below measures the step it names, on the plan it was written for. The subcells:
+    tests/aggregate/test_small_plan_subcells.py."""
+    monkeypatch.setattr(gm, "SMALL_SUBCELLS", False)
 
 
 def test_refine_budget_known_answers():

@@ -25,7 +25,7 @@ def test_smoke_side_by_side(far_bench, capsys) -> None:
     res = far_bench.main(["--laws", "n1e6", "--sizes", "100", "--runs", "1"])
     assert (gm.REFINE_PARTIAL_MIN, gm.REFINE_FLOOR_SHARE) == before
     cell = res["n1e6/100"]
-    assert set(cell) == {"privagg", "no floor", "no partial", "bounded", "coverage"} and 0.0 <= cell["coverage"] <= 1.0
+    assert set(cell) == {"privagg", "no subcells", "no floor", "no partial", "bounded", "coverage"} and 0.0 <= cell["coverage"] <= 1.0
     print(cell)
     assert cell["no partial"][0] > 20.0 and cell["privagg"][0] < 5.0
     assert "n1e6" in capsys.readouterr().out

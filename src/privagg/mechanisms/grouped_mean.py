@@ -44,7 +44,7 @@ Per group ``g`` (``n_g`` rows), with the shares of :func:`~privagg.mechanisms.me
 
 Groups whose ``n̂`` is below :data:`SMALL_SWITCH` times what plan 0's radius selection needs
 (:meth:`FriendlyMeansPlan.small`) run the small-group plan instead (:func:`_small_means`,
-docs/proofs/aggregate_mean.md §8: a second count, a cell of the point-cell partition, a centred
+docs/proofs/aggregate_mean.md §8: a second count, a point cell or a subcell of an octave cell, a centred
 spread (both on monotone mass utilities) and a clipping range per side selected on the pooled
 rows of the small groups — the cell refined and a second spread where the first was mostly the
 cell center's offset, step 2b — then each group's clipped sum; the larger of them in two passes, the
@@ -58,6 +58,7 @@ composition over ``max_groups`` groups, a replacement = a removal plus an additi
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -1055,6 +1056,67 @@ def far_scale(s: float, c1: float, s2: float, c_s2: float, s3: float, c2: float)
     return min(s3, s + abs(c1 - c2), s2 + abs(c_s2 - c2))
 
 
+#: §8 step 2's candidates beyond the point-cell partition (public; eighteenth stop, 2026-12-07): the
+#: subcells of each octave cell ``±[2^e, 2^{e+1})`` with ``e`` in SUBCELL_OCTAVES and outside
+#: ``0 … INT_E_MAX`` (those octaves hold the point cells 1, 3, 5 … 15 of small integers and 0/1
+#: atoms, whose release is tuned on the point-cell partition): the SUBCELL_BRANCH dyadic subcells
+#: ``A + [j, j + 1)·w`` and the SUBCELL_BRANCH − 1 shifted ones ``A + [j + 1/2, j + 3/2)·w``
+#: (``w = (B − A)/SUBCELL_BRANCH``), so that rows within ``w/2`` of each other always share one.
+#: Without them a column far from 0 relative to its spread (years 2007–2009: the octave
+#: [1024, 2048), 500 times the rows' width) was located only by step 2b, which the four-metric
+#: query cannot afford at a few hundred pooled rows: penguins' year by sex released 22 sd off
+#: (median of 10 runs; docs/utility/aggregate.md, eighteenth stop).
+SMALL_SUBCELLS = True
+SUBCELL_BRANCH = 32
+SUBCELL_OCTAVES = (-40, 64)
+#: An eligible octave cell keeps SUBCELL_ALPHA of its base measure; its 2·SUBCELL_BRANCH − 1
+#: subcells share the rest equally, so each octave's total weight (and the choice between
+#: octaves) is unchanged. A subcell that holds the rows its octave holds scores as the octave
+#: does and weighs ``(1 − α)/(63·α)`` ≈ 8 times as much (far data); one holding part of them
+#: loses ``e/2`` nats per row outside it (near data keep the octave, or take the subcell of their
+#: median). Measured on the 231 group-by pairs of the packaged tables (10 runs each; geometric
+#: mean of the per-pair error ratios to the plan without subcells; pairs above 0.3 sd, of 24):
+#: 1/32 0.982 (19; of the five year columns one located), 1/128 0.955 (23; three), 1/512 0.934
+#: (21; five), 1/4096 0.936 (22; five, more near pairs worse) — docs/utility/aggregate.md.
+SUBCELL_ALPHA = Fraction(1, 512)
+
+
+@functools.lru_cache(maxsize=4)
+def pooled_cells(alpha: Any = SUBCELL_ALPHA) -> tuple[np.ndarray, ...]:
+    """§8 step 2's public candidates ``(lo, hi, log_prior, home, a, b)``: first
+    :func:`~.mean_small.point_cells` ``(CELL_E_MIN)`` in its order (``home`` its own index), then
+    (unless ``alpha`` is None) the subcells of the eligible octave cells (SUBCELL_OCTAVES; ``home`` the octave cell's index,
+    ``[lo, hi) = [a, b)`` the subcell, exact dyadic edges). ``log_prior``: the point cells'
+    :func:`~.mean_small.point_cell_log_prior`, an eligible octave cell's plus ``ln alpha``, each
+    of its subcells the octave's plus ``ln((1 − alpha)/(2·SUBCELL_BRANCH − 1))``.
+    Read-only arrays (cached)."""
+    from .mean_small import CELL_E_MIN, INT_E_MAX, octave_cells, point_cell_log_prior, point_cells
+
+    lo, hi, oct_, point, geo_a, geo_b = point_cells(CELL_E_MIN)
+    lp = point_cell_log_prior(oct_, point, geo_a, CELL_E_MIN)
+    n_oct = octave_cells(CELL_E_MIN)[0].size  # the octave cells' first pieces come first
+    idx = np.arange(lo.size)
+    e_lo, e_hi = SUBCELL_OCTAVES
+    ok = ((idx < n_oct) & (idx > 0) & np.isfinite(geo_b - geo_a) & (oct_ >= e_lo) & (oct_ <= e_hi)
+          & ~((oct_ >= 0) & (oct_ <= INT_E_MAX)))
+    home = np.flatnonzero(ok) if alpha is not None else np.zeros(0, dtype=np.int64)
+    m = SUBCELL_BRANCH
+    steps = np.concatenate([np.arange(m, dtype=np.float64), np.arange(m - 1, dtype=np.float64) + 0.5])
+    a0, w = geo_a[home][:, None], ((geo_b - geo_a)[home] / m)[:, None]
+    sub_a = (a0 + steps[None, :] * w).ravel()  # exact: w a power of 2, steps of few bits
+    sub_b = (a0 + (steps[None, :] + 1.0) * w).ravel()
+    lp_oct = lp.copy()
+    if home.size:
+        lp_oct[home] += math.log(alpha)
+    lp_sub = np.repeat(lp[home], steps.size) + (math.log((1 - alpha) / steps.size) if home.size else 0.0)
+    out = (np.concatenate([lo, sub_a]), np.concatenate([hi, sub_b]), np.concatenate([lp_oct, lp_sub]),
+           np.concatenate([idx, np.repeat(home, steps.size)]), np.concatenate([geo_a, sub_a]),
+           np.concatenate([geo_b, sub_b]))
+    for v in out:
+        v.setflags(write=False)
+    return out
+
+
 def pooled_low(n_tilde: np.ndarray, small: np.ndarray, var: float) -> int:
     """``N_low = ⌊Σ_small ñ_g − 2·√(G_s·var)⌋`` (public): a lower bound on the pooled rows of
     the small groups (about 2 standard deviations of the counts' noise)."""
@@ -1122,7 +1184,6 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
         cell_floor,
         cell_mass_utility,
         levels_needed,
-        point_cell_log_prior,
         point_cells,
         subcells,
     )
@@ -1143,13 +1204,15 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
     rows = small[grp]  # x may hold only the small groups' rows (the subsample's: rate 1)
     xg, gg = x[rows], grp[rows]  # the small groups' rows, still sorted by group
     xs = np.sort(xg)  # pooled, ascending
-    # 2. the pooled cell of a median over the point cells (cell mass utility: monotone, moves
-    #    0/−1/−2, weights exp(e·u/2)); a point cell's center is the point itself
-    lo, hi, oct_, point, geo_a, geo_b = point_cells(CELL_E_MIN)
+    # 2. the pooled cell of a median over the point cells and the octave cells' subcells (cell
+    #    mass utility: monotone, moves 0/−1/−2, weights exp(e·u/2)); a point cell's center is the
+    #    point itself, a subcell's its midpoint; k: the point cell, or the octave cell refined
+    point = point_cells(CELL_E_MIN)[3]
+    lo, hi, log_prior, home, geo_a, geo_b = pooled_cells(SUBCELL_ALPHA if SMALL_SUBCELLS else None)
     util = cell_mass_utility(xs, lo, hi, cell_floor(n_low))[None, :]
-    k = int(draws.em("small_cell", util, base_measure(point_cell_log_prior(oct_, point, geo_a, CELL_E_MIN)),
-                     bud.eps_cell)[0])
-    a, b = float(geo_a[k]), float(geo_b[k])
+    pick = int(draws.em("small_cell", util, base_measure(log_prior), bud.eps_cell)[0])
+    k = int(home[pick])
+    a, b = float(geo_a[pick]), float(geo_b[pick])
     with np.errstate(over="ignore", invalid="ignore"):
         if math.isfinite(b - a):
             c1 = a + (b - a) / 2
