@@ -44,8 +44,8 @@ Per group ``g`` (``n_g`` rows), with the shares of :func:`~privagg.mechanisms.me
 
 Groups whose ``n̂`` is below :data:`SMALL_SWITCH` times what plan 0's radius selection needs
 (:meth:`FriendlyMeansPlan.small`) run the small-group plan instead (:func:`_small_means`,
-docs/proofs/aggregate_mean.md §8: a second count, a point cell or a subcell of an octave cell, a centred
-spread (both on monotone mass utilities) and a clipping range per side selected on the pooled
+docs/proofs/aggregate_mean.md §8: a second count, a point cell or a subcell of an octave cell, a
+centred spread (both on monotone mass utilities) and a clipping range per side selected on the pooled
 rows of the small groups — the cell refined and a second spread where the first was mostly the
 cell center's offset, step 2b — then each group's clipped sum; the larger of them in two passes, the
 second with a scale per group and a pooled range in units of it, §8.2); ⊥ there only when the
@@ -1073,8 +1073,8 @@ SUBCELL_OCTAVES = (-40, 64)
 #: subcells share the rest equally, so each octave's total weight (and the choice between
 #: octaves) is unchanged. A subcell that holds the rows its octave holds scores as the octave
 #: does and weighs ``(1 − α)/(63·α)`` ≈ 8 times as much (far data); one holding part of them
-#: loses ``e/2`` nats per row outside it (near data keep the octave, or take the subcell of their
-#: median). Measured on the 231 group-by pairs of the packaged tables (10 runs each; geometric
+#: loses ``e/2`` to ``e`` nats per row outside it (near data keep the octave, or take the subcell
+#: of their median). Measured on the 231 group-by pairs of the packaged tables (10 runs each; geometric
 #: mean of the per-pair error ratios to the plan without subcells; pairs above 0.3 sd, of 24):
 #: 1/32 0.982 (19; of the five year columns one located), 1/128 0.955 (23; three), 1/512 0.934
 #: (21; five), 1/4096 0.936 (22; five, more near pairs worse) — docs/utility/aggregate.md.
@@ -1085,11 +1085,11 @@ SUBCELL_ALPHA = Fraction(1, 512)
 def pooled_cells(alpha: Any = SUBCELL_ALPHA) -> tuple[np.ndarray, ...]:
     """§8 step 2's public candidates ``(lo, hi, log_prior, home, a, b)``: first
     :func:`~.mean_small.point_cells` ``(CELL_E_MIN)`` in its order (``home`` its own index), then
-    (unless ``alpha`` is None) the subcells of the eligible octave cells (SUBCELL_OCTAVES; ``home`` the octave cell's index,
-    ``[lo, hi) = [a, b)`` the subcell, exact dyadic edges). ``log_prior``: the point cells'
-    :func:`~.mean_small.point_cell_log_prior`, an eligible octave cell's plus ``ln alpha``, each
-    of its subcells the octave's plus ``ln((1 − alpha)/(2·SUBCELL_BRANCH − 1))``.
-    Read-only arrays (cached)."""
+    (unless ``alpha`` is None) the subcells of the eligible octave cells (SUBCELL_OCTAVES; ``home``
+    the octave cell's index, ``[lo, hi) = [a, b)`` the subcell, exact dyadic edges).
+    ``log_prior``: the point cells' :func:`~.mean_small.point_cell_log_prior`, an eligible octave
+    cell's plus ``ln alpha``, each of its subcells the octave's plus ``ln((1 − alpha)/(2·SUBCELL_BRANCH
+    − 1))``. Read-only arrays (cached per ``alpha``)."""
     from .mean_small import CELL_E_MIN, INT_E_MAX, octave_cells, point_cell_log_prior, point_cells
 
     lo, hi, oct_, point, geo_a, geo_b = point_cells(CELL_E_MIN)
