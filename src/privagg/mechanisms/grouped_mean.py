@@ -1061,7 +1061,7 @@ def far_scale(s: float, c1: float, s2: float, c_s2: float, s3: float, c2: float)
 #: ``0 … INT_E_MAX`` (those octaves hold the point cells 1, 3, 5 … 15 of small integers and 0/1
 #: atoms, whose release is tuned on the point-cell partition): the SUBCELL_BRANCH dyadic subcells
 #: ``A + [j, j + 1)·w`` and the SUBCELL_BRANCH − 1 shifted ones ``A + [j + 1/2, j + 3/2)·w``
-#: (``w = (B − A)/SUBCELL_BRANCH``), so that rows within ``w/2`` of each other always share one.
+#: (``w = (B − A)/SUBCELL_BRANCH``), so that two rows of the octave within ``w/2`` share one.
 #: Without them a column far from 0 relative to its spread (years 2007–2009: the octave
 #: [1024, 2048), 500 times the rows' width) was located only by step 2b, which the four-metric
 #: query cannot afford at a few hundred pooled rows: penguins' year by sex released 22 sd off
