@@ -1081,7 +1081,6 @@ SUBCELL_OCTAVES = (-40, 64)
 SUBCELL_ALPHA = Fraction(1, 512)
 
 
-@functools.lru_cache(maxsize=4)
 def pooled_cells(alpha: Any = SUBCELL_ALPHA) -> tuple[np.ndarray, ...]:
     """§8 step 2's public candidates ``(lo, hi, log_prior, home, a, b)``: first
     :func:`~.mean_small.point_cells` ``(CELL_E_MIN)`` in its order (``home`` its own index), then
@@ -1089,18 +1088,24 @@ def pooled_cells(alpha: Any = SUBCELL_ALPHA) -> tuple[np.ndarray, ...]:
     the octave cell's index, ``[lo, hi) = [a, b)`` the subcell, exact dyadic edges).
     ``log_prior``: the point cells' :func:`~.mean_small.point_cell_log_prior`, an eligible octave
     cell's plus ``ln alpha``, each of its subcells the octave's plus ``ln((1 − alpha)/(2·SUBCELL_BRANCH
-    − 1))``. Read-only arrays (cached per ``alpha``)."""
+    − 1))``. Read-only arrays, cached per ``alpha`` and the module's SUBCELL_BRANCH and
+    SUBCELL_OCTAVES (a variant setting them is not served a stale family)."""
+    return _pooled_cells(alpha, int(SUBCELL_BRANCH), tuple(SUBCELL_OCTAVES))
+
+
+@functools.lru_cache(maxsize=4)
+def _pooled_cells(alpha: Any, m: int, octaves: tuple[int, int]) -> tuple[np.ndarray, ...]:
+    """:func:`pooled_cells` for the branch ``m`` and the octave range ``octaves``."""
     from .mean_small import CELL_E_MIN, INT_E_MAX, octave_cells, point_cell_log_prior, point_cells
 
     lo, hi, oct_, point, geo_a, geo_b = point_cells(CELL_E_MIN)
     lp = point_cell_log_prior(oct_, point, geo_a, CELL_E_MIN)
     n_oct = octave_cells(CELL_E_MIN)[0].size  # the octave cells' first pieces come first
     idx = np.arange(lo.size)
-    e_lo, e_hi = SUBCELL_OCTAVES
+    e_lo, e_hi = octaves
     ok = ((idx < n_oct) & (idx > 0) & np.isfinite(geo_b - geo_a) & (oct_ >= e_lo) & (oct_ <= e_hi)
           & ~((oct_ >= 0) & (oct_ <= INT_E_MAX)))
     home = np.flatnonzero(ok) if alpha is not None else np.zeros(0, dtype=np.int64)
-    m = SUBCELL_BRANCH
     steps = np.concatenate([np.arange(m, dtype=np.float64), np.arange(m - 1, dtype=np.float64) + 0.5])
     a0, w = geo_a[home][:, None], ((geo_b - geo_a)[home] / m)[:, None]
     sub_a = (a0 + steps[None, :] * w).ravel()  # exact: w a power of 2, steps of few bits
