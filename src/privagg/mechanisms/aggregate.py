@@ -244,15 +244,17 @@ class Mean(_Metric):
             mean_plan(lower=self.bounds[0], upper=self.bounds[1], epsilon=eps, contribution=contribution)
 
     def run(self, cand: Any, eps: Fraction, dlt: Fraction, contribution: Contribution, gen: Any,
-            n_hat: Any = None, n_scale: Any = None) -> MetricResult:
+            n_hat: Any = None, n_scale: Any = None, medians: Any = None) -> MetricResult:
         """``n_hat``/``n_scale`` (unbounded only): the query's released ``count()`` pair's
-        present-row counts and their noise scale (:func:`~privagg.mechanisms.grouped_bounded.count_pair`)."""
+        present-row counts and their noise scale (:func:`~privagg.mechanisms.grouped_bounded.count_pair`);
+        ``medians`` (unbounded only): releases the query's median of the column from the mean's
+        ranges (:func:`~privagg.mechanisms.grouped_mean.friendly_means`)."""
         gv = cand.values[self.column]
         if self.bounds is None:
             from .grouped_mean import friendly_means
 
             return friendly_means(gv, epsilon=eps, delta=dlt, contribution=contribution, rng=gen,
-                                  n_hat=n_hat, n_scale=n_scale)
+                                  n_hat=n_hat, n_scale=n_scale, medians=medians)
         from .grouped_bounded import bounded_means
 
         lo, hi = self.bounds
@@ -774,8 +776,25 @@ def aggregate(
         # in the query's order (the draws' order is public), except that quantiles come last: a bounded
         # quantile sizes its grid from the released count() when the query has one (post-processing),
         # an unbounded one takes its groups' windows from an unbounded mean of its column,
-        # and a count() that feeds an unbounded mean comes first (docs/proofs/aggregate_mean.md §8.1)
-        for m in sorted(mets, key=lambda m: (isinstance(m, Quantile), not (feed is not None and isinstance(m, Count)))):
+        # and a count() that feeds an unbounded mean comes first (docs/proofs/aggregate_mean.md §8.1);
+        # an unbounded mean whose column has an unbounded median in the query comes after the other
+        # metrics, and releases that median between its ranges and its sums (§8.3)
+        centred = _centred_medians(mets)
+
+        def medians(m: _Metric) -> Any:
+            q = centred.get(m.name)
+            if q is None:
+                return None
+
+            def release(n_hat: Any, low: Any, high: Any) -> Any:
+                n_q = results["count"].value if "count" in results else n_hat
+                results[q.name] = q.run(cand, *split[q.name], contribution, gen, n_hat=n_q,
+                                        windows=(low, high))
+                return results[q.name].value
+            return release
+
+        for m in sorted(mets, key=lambda m: (isinstance(m, Quantile), m.name in centred,
+                                             not (feed is not None and isinstance(m, Count)))):
             if m.name in results:
                 continue
             if feed is not None and isinstance(m, Count):
@@ -788,7 +807,8 @@ def aggregate(
                     results[m.name] = _empty(m)
                 continue
             if m is feed and fed is not None:
-                results[m.name] = m.run(cand, *split[m.name], contribution, gen, n_hat=fed[0], n_scale=fed[1])
+                results[m.name] = m.run(cand, *split[m.name], contribution, gen, n_hat=fed[0], n_scale=fed[1],
+                                        medians=medians(m))
                 continue
             if joint is not None and m.name in joint.names:
                 if cand.size:
@@ -824,6 +844,10 @@ def aggregate(
                                          windows=_mean_window(m, mets, results))
                                    if cand.size else _empty(m))
                 continue
+            if m.name in centred:
+                results[m.name] = (m.run(cand, *split[m.name], contribution, gen, medians=medians(m))
+                                   if cand.size else _empty(m))
+                continue
             results[m.name] = m.run(cand, *split[m.name], contribution, gen) if cand.size else _empty(m)
         return _release(cand, by_cols, mets, results, split, loss, secure, neighbors, units is not None, l0, linf,
                         "domain" if dom is not None else "optimal")
@@ -854,6 +878,20 @@ def _unbounded_mean(q: Quantile, mets: tuple[_Metric, ...], results: dict[str, M
     return None
 
 
+def _centred_medians(mets: tuple[_Metric, ...]) -> dict[str, Quantile]:
+    """The unbounded ``mean(col)`` names whose column has an unbounded ``quantile(col, 0.5)`` in
+    the query, each with that quantile (public: the query): the mean's small groups take their
+    sums around the released medians (docs/proofs/aggregate_mean.md §8.3)."""
+    out: dict[str, Quantile] = {}
+    for m in mets:
+        if isinstance(m, Mean) and m.bounds is None:
+            for q in mets:
+                if isinstance(q, Quantile) and q.bounds is None and q.q == 0.5 and q.column == m.column:
+                    out[m.name] = q
+                    break
+    return out
+
+
 def _mean_window(q: Quantile, mets: tuple[_Metric, ...], results: dict[str, MetricResult]) -> Any:
     """The released clipping range ``(clip_low, clip_high)`` per group of the query's first
     unbounded ``mean(col)`` of the quantile's column (already drawn: quantiles come last), for an
@@ -863,6 +901,8 @@ def _mean_window(q: Quantile, mets: tuple[_Metric, ...], results: dict[str, Metr
         return None
     mean = _unbounded_mean(q, mets, results)
     extra = {} if mean is None else (mean.extra or {})
+    if "window_low" in extra and "window_high" in extra:  # the ranges the query's median had (§8.3)
+        return extra["window_low"], extra["window_high"]
     if "clip_low" in extra and "clip_high" in extra:
         return extra["clip_low"], extra["clip_high"]
     return None

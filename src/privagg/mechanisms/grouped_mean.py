@@ -62,6 +62,7 @@ import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from collections.abc import Callable
 from typing import Any
 
 import mpmath
@@ -1176,11 +1177,14 @@ def _pooled_spread(xs: np.ndarray, c: float, draws: _Draws, name: str, eps: Frac
 
 def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.ndarray,
                  small: np.ndarray, fp: FriendlyMeansPlan, draws: _Draws,
-                 n_scale: Fraction | None = None) -> dict[str, Any]:
+                 n_scale: Fraction | None = None, medians: Callable | None = None) -> dict[str, Any]:
     """The small-group plan (docs/proofs/aggregate_mean.md §8) for the groups ``small`` (a public
     function of ``n̂``): loops only over the steps (and the two sides), never over groups.
     ``n_scale``: ``n̂`` is the query's released ``count()`` pair's present-row count with
-    discrete Laplace scale ``n_scale`` (§8.1): no second count, ``ñ = n̂``."""
+    discrete Laplace scale ``n_scale`` (§8.1): no second count, ``ñ = n̂``.
+    ``medians``: called once with the small groups' released ranges ``(m − R, m + R)`` (NaN
+    where ⊥) after step 3, it returns released per-group medians (NaN where none); the small
+    groups with one take their sums around them (§8.3)."""
     from .mean_small import (
         CELL_E_MIN,
         COORD_LEVEL_DIV,
@@ -1286,21 +1290,36 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
     # 5. each small group's clipped sum around m (discrete Laplace on its grid, ε_sum); the
     #    groups of two_pass_groups (ñ·ε_sum >= TWO_PASS_ROWS) spend ε_sum in two passes (§8.2)
     ok = small & (n_t * _SAFETY >= fp.small_floor)  # ñ >= floor, up to ñ's float rounding
-    two = two_pass_groups(n_t, ok, sum_rule_eps)  # no group loses its second pass to step 2b
     seg = _segments(gg, n_groups)
-    e_sums = (bud.eps_sum, bud.eps_sum * TWO_PASS_FIRST)
-    which = two.astype(np.int64)
-    rr = np.full(n_groups, rad)
-    n_pos = np.maximum(n_t, 1.0)
-    total, sens, e_s, e_g = _noisy_range_sums(xg - m, gg, seg, rr, rr, ok, e_sums, which, draws)
     center = np.full(n_groups, m)
-    mean = _finite(m + total / n_pos)
+    rr = np.full(n_groups, rad)
+    win_low, win_high = _finite(center - rr), _finite(center + rr)
+    # §8.3: the groups with a released median take their sums around it (public: released values)
+    fm = np.zeros(n_groups, dtype=bool)
+    if medians is not None:
+        med = np.asarray(medians(np.where(ok, win_low, np.nan), np.where(ok, win_high, np.nan)),
+                         dtype=np.float64)
+        fm = median_groups(ok, med)
+    e_sums: tuple = (bud.eps_sum, bud.eps_sum * TWO_PASS_FIRST)
+    if fm.any():
+        c_m, r_m, e_med = _median_range(xg, gg, med, fm, bud.eps_sum, s, draws)
+        center, rr = np.where(fm, c_m, center), np.where(fm, r_m, rr)
+        e_sums += (e_med,)
+    two = two_pass_groups(n_t, ok & ~fm, sum_rule_eps)  # no group loses its second pass to step 2b
+    which = np.where(fm, 2, two.astype(np.int64))
+    n_pos = np.maximum(n_t, 1.0)
+    total, sens, e_s, e_g = _noisy_range_sums(xg - center[gg], gg, seg, rr, rr, ok, e_sums, which,
+                                              draws)
+    mean = _finite(center + total / n_pos)
     if two.any():
         unit = min(s, TWO_PASS_UNIT * rad)  # public: released spread and radius
-        center, rr, e_sums, which, t2, s2, es2, eg2 = _second_pass(
+        center, rr, e_two, which, t2, s2, es2, eg2 = _second_pass(
             xg, gg, seg, mean, center, rr, unit, two, n_t, bud.eps_sum, draws)
         mean = np.where(two, _finite(center + t2 / n_pos), mean)
         sens, e_s, e_g = np.where(two, s2, sens), np.where(two, es2, e_s), np.where(two, eg2, e_g)
+        if fm.any():  # the median-centred groups' ε after the second pass's three
+            e_two, which = e_two + (e_sums[2],), np.where(fm, 3, which)
+        e_sums = e_two
     g_s_grid = np.ldexp(1.0, e_g)
     t_q = np.zeros(n_groups)
     n_e = len(e_sums)
@@ -1318,7 +1337,61 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
                             np.ldexp(0.5, e_s) + 8.0 * _U * rr, g_s_grid)
     return {"ok": ok, "value": mean, "low": _finite(mean - half), "high": _finite(mean + half),
             "center": center, "radius": rr, "n_tilde": n_t, "budget": bud, "two_pass": two,
-            "clip_low": _finite(center - rr), "clip_high": _finite(center + rr)}
+            "clip_low": _finite(center - rr), "clip_high": _finite(center + rr),
+            "window_low": win_low, "window_high": win_high, "median_centred": fm}
+
+
+#: §8.3 (the sums around the query's released medians): the share of ``ε_sum`` of the pooled range
+#: of the deviations ``x − med_g``; the sums get the rest (5/6). A pooled spread of the deviations
+#: first (ε_sum/6 more, the range in its units) lost on the sweep (geometric mean of the per-pair
+#: ratios 0.977 against 0.883 without; interval coverage 0.768 against 0.869): on atoms and at
+#: a few hundred pooled rows its draw was tiny or random (docs/utility/aggregate.md, twentieth stop).
+MEDIAN_CLIP = Fraction(1, 6)
+#: The range's multiples of the pooled spread ``s`` (step 2's, public): step 3's ladder extended
+#: up to 2^8, since the deviations from a median can be many spreads long on one side (a
+#: zero-inflated column's zeros: randhie's fmde, zeros 6 spreads below the median, was clipped
+#: to the upper mode with SIDE_KS_POOLED's 2^4).
+MEDIAN_KS = tuple(2.0 ** (i / 2) for i in range(-14, 17))
+
+
+def median_shares(eps_sum: Fraction) -> tuple[Fraction, Fraction]:
+    """``(ε_c, ε_f)`` of §8.3 (public): ``ε_sum/6`` for the range, the rest for the sums."""
+    e_cl = eps_sum * MEDIAN_CLIP
+    return e_cl, eps_sum - e_cl
+
+
+def median_groups(ok: np.ndarray, med: np.ndarray) -> np.ndarray:
+    """The groups of §8.3 (public: released values): ``ok`` with a released median, none unless
+    two of those medians differ (with one location the pooled range of step 4 is centred on it)."""
+    fm = ok & np.isfinite(med)
+    if not fm.any() or float(np.max(med[fm])) == float(np.min(med[fm])):
+        fm[:] = False
+    return fm
+
+
+def _median_range(xg: np.ndarray, gg: np.ndarray, med: np.ndarray, fm: np.ndarray,
+                  eps_sum: Fraction, s: float, draws: _Draws
+                  ) -> tuple[np.ndarray, np.ndarray, Fraction]:
+    """§8.3 step a for the groups ``fm`` (public) around their released medians ``med``: per side
+    a radius ``grid_up(K·s)`` of the deviations ``d = x − med_g``, ``K`` in MEDIAN_KS (``s`` step
+    2's released spread; step 3's side utilities and base measure, at ``ε_c`` and the sums'
+    ``ε_f``). Returns each group's center ``med_g + (R_hi − R_lo)/2`` (others: NaN), the radius
+    ``grid_up((R_hi + R_lo)/2)`` per group and ``ε_f``."""
+    from .mean_small import base_measure
+
+    e_cl, e_fin = median_shares(eps_sum)
+    rows = fm[gg]
+    with np.errstate(over="ignore", invalid="ignore"):
+        dev = xg[rows] - med[gg[rows]]  # a function of the row and a released value
+        ks = np.asarray(MEDIAN_KS, dtype=np.float64)
+        cand = _grid_up(ks * s)
+        cost = -float(e_cl) * SIDE_COST * int(np.count_nonzero(fm)) * ks / float(e_fin)
+        pick = draws.em("small_med_clip", side_utilities(np.sort(dev), 0.0, cand), base_measure(cost),
+                        2 * e_cl)
+        r_hi, r_lo = float(cand[int(pick[0])]), float(cand[int(pick[1])])
+        center = np.where(fm, _finite(med + (r_hi - r_lo) / 2), np.nan)
+        rad = float(min(_grid_up(np.array((r_hi + r_lo) / 2))[()], 2.0**1000))
+    return center, np.full(med.shape, rad), e_fin
 
 
 def two_pass_groups(n_tilde: np.ndarray, ok: np.ndarray, eps_sum: Fraction) -> np.ndarray:
@@ -1473,7 +1546,8 @@ def _second_pass(xg: np.ndarray, gg: np.ndarray, seg: np.ndarray, first: np.ndar
 @quiet_numerics
 def friendly_means(gv: Any, *, epsilon: Any, delta: Any,
                    contribution: Contribution = Contribution(), rng: np.random.Generator,
-                   n_hat: Any = None, n_scale: Any = None) -> MetricResult:
+                   n_hat: Any = None, n_scale: Any = None, medians: Callable | None = None
+                   ) -> MetricResult:
     """The mean of every group, with no bounds: 1-D FriendlyCore locate + clipped sum per group.
 
     Parameters
@@ -1492,6 +1566,13 @@ def friendly_means(gv: Any, *, epsilon: Any, delta: Any,
         the query's ``count()`` pair, :func:`privagg.mechanisms.aggregate.aggregate`): used
         instead of the mean's own count (step 1, not drawn), and the small-group plan drops its
         second count (docs/proofs/aggregate_mean.md §8.1; post-processing of a release).
+    medians : callable, optional
+        ``medians(n_hat, low, high)`` → per-group medians of the column released by another
+        mechanism (NaN where none), called once, after the small-group plan's range is drawn and
+        before its sums, with the released counts and each group's range (NaN where ⊥): the
+        small groups with a median take their sums around it (§8.3; ``extra["median_centred"]``,
+        and ``extra["window_low"]``/``["window_high"]`` the ranges it was given). Not called
+        without small groups.
 
     Returns
     -------
@@ -1532,7 +1613,7 @@ def friendly_means(gv: Any, *, epsilon: Any, delta: Any,
         n_hat = np.asarray(n_hat, dtype=np.float64)
         if n_hat.shape != (int(gv.n_groups),) or not np.all(np.isfinite(n_hat)):
             raise fail(where, "n_hat", "finite noisy counts, one per group", f"shape {n_hat.shape}")
-    return _friendly_means(gv, fp, _Draws(rng), n_hat, n_scale)
+    return _friendly_means(gv, fp, _Draws(rng), n_hat, n_scale, medians)
 
 
 class _LocalRows:
@@ -1585,8 +1666,8 @@ class _LocalRows:
 
 
 def _friendly_means(gv: Any, fp: FriendlyMeansPlan, draws: _Draws,
-                    n_hat: np.ndarray | None = None, n_scale: Fraction | None = None
-                    ) -> MetricResult:
+                    n_hat: np.ndarray | None = None, n_scale: Fraction | None = None,
+                    medians: Callable | None = None) -> MetricResult:
     plan = fp.group  # the count share is the same in every plan
     plans = fp.plans
     n_groups = int(gv.n_groups)
@@ -1785,10 +1866,19 @@ def _friendly_means(gv: Any, fp: FriendlyMeansPlan, draws: _Draws,
     c_low, c_high = _finite(center - r_lo), _finite(center + r_hi)
     fc = ok.copy()
     two_pass = np.zeros(n_groups, dtype=bool)
+    centred = np.zeros(n_groups, dtype=bool)
     # the small-group plan (§8) for the groups whose n̂ is below plan 0's radius selection
     # (drawn after every FriendlyCore draw: the other groups' releases are unchanged)
+    extra: dict[str, Any] = {}
     if small.any():
-        sm = _small_means(x_small, g_small, sizes, n_hat, small, fp, draws, n_scale)
+        hook = None
+        if medians is not None:
+            fc_low, fc_high = np.where(ok, c_low, nan), np.where(ok, c_high, nan)
+
+            def hook(s_low: np.ndarray, s_high: np.ndarray) -> np.ndarray:
+                return medians(n_hat.astype(np.float64), np.where(small, s_low, fc_low),
+                               np.where(small, s_high, fc_high))
+        sm = _small_means(x_small, g_small, sizes, n_hat, small, fp, draws, n_scale, hook)
         s_ok = sm["ok"]
         mean = np.where(small, sm["value"], mean)
         low = np.where(small, sm["low"], low)
@@ -1797,8 +1887,12 @@ def _friendly_means(gv: Any, fp: FriendlyMeansPlan, draws: _Draws,
         clip_r = np.where(small, sm["radius"], clip_r)
         c_low = np.where(small, sm["clip_low"], c_low)
         c_high = np.where(small, sm["clip_high"], c_high)
+        if medians is not None:
+            extra = {"window_low": np.where(small, sm["window_low"], c_low),
+                     "window_high": np.where(small, sm["window_high"], c_high)}
         ok = np.where(small, s_ok, ok)
         two_pass = small & sm["two_pass"]
+        centred = small & sm["median_centred"]
         reason[small] = None
         reason[small & ~s_ok] = (
             f"group too small for the unbounded mean at this ε: combined noisy count below "
@@ -1820,5 +1914,7 @@ def _friendly_means(gv: Any, fp: FriendlyMeansPlan, draws: _Draws,
                "m_hat": np.where(live & ~small, m_hat.astype(np.float64), nan),
                "small_plan": small & ok,
                "two_pass": two_pass & ok,
-               "core_fallback": fallback & ~small & ok},
+               "core_fallback": fallback & ~small & ok,
+               **({} if medians is None else {"median_centred": centred & ok}),
+               **{k: np.where(ok, v, nan) for k, v in extra.items()}},
     )
