@@ -233,6 +233,6 @@ def test_control_without_count_no_window(monkeypatch):
     from privagg.mechanisms import aggregate as agg
 
     monkeypatch.setattr(agg, "_quantile_counts",
-                        lambda q, mets, results: results["count"].value if "count" in results else None)
+                        lambda q, mets, results, mean_n_hat=None: results["count"].value if "count" in results else None)
     w = np.array([_worst_no_count(_far(s), s) for s in range(3)])
     assert (w > 5).all(), w

@@ -32,6 +32,17 @@ def _octave_start(monkeypatch):
     monkeypatch.setattr(gm, "SMALL_SUBCELLS", False)
 
 
+@pytest.fixture(autouse=True)
+def _medians_last(monkeypatch):
+    """The four-metric query as it ran before §8.3 of aggregate_mean.md (twentieth stop): the
+    median drawn last and the sums around the pooled center, so that the traced seeds below draw
+    what they were traced with and every test measures step 2b (which §8.3 does not change). The
+    sums around the medians: tests/aggregate/test_median_centred.py."""
+    import privagg.mechanisms.aggregate as agg
+
+    monkeypatch.setattr(agg, "_centred_medians", lambda mets: {})
+
+
 def test_refine_budget_known_answers():
     """With refinement the levels take ``min(e, ε_r/15)`` and the second spread ``min(e/2,
     ε_r/30)`` from the sums — floored at ``(2·8/N_low, max(·, 8/N_low))`` where those caps afford

@@ -787,9 +787,9 @@ def aggregate(
                 return None
 
             def release(n_hat: Any, low: Any, high: Any) -> Any:
-                n_q = results["count"].value if "count" in results else n_hat
-                results[q.name] = q.run(cand, *split[q.name], contribution, gen, n_hat=n_q,
-                                        windows=(low, high))
+                n_q = _quantile_counts(q, mets, results, n_hat)
+                results[q.name] = (q.run(cand, *split[q.name], contribution, gen, n_hat=n_q, windows=(low, high))
+                                   if n_q is not None else q.run(cand, *split[q.name], contribution, gen))
                 return results[q.name].value
             return release
 
@@ -856,12 +856,16 @@ def aggregate(
             v.close()
 
 
-def _quantile_counts(q: Quantile, mets: tuple[_Metric, ...], results: dict[str, MetricResult]) -> Any:
+def _quantile_counts(q: Quantile, mets: tuple[_Metric, ...], results: dict[str, MetricResult],
+                     mean_n_hat: Any = None) -> Any:
     """The released noisy counts a quantile reads (post-processing; None: none): the query's
     ``count()``; else, for an unbounded quantile, the ``n_hat`` its column's unbounded ``mean`` has
-    released (its own count of the column's rows), so that it takes that mean's windows too."""
+    released (its own count of the column's rows), so that it takes that mean's windows too
+    (``mean_n_hat``: that count, from inside the mean, §8.3 of aggregate_mean.md)."""
     if "count" in results:
         return results["count"].value
+    if q.bounds is None and mean_n_hat is not None:
+        return mean_n_hat
     if q.bounds is None:
         mean = _unbounded_mean(q, mets, results)
         if mean is not None and "n_hat" in (mean.extra or {}):

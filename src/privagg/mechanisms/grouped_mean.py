@@ -1296,14 +1296,17 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
     win_low, win_high = _finite(center - rr), _finite(center + rr)
     # §8.3: the groups with a released median take their sums around it (public: released values)
     fm = np.zeros(n_groups, dtype=bool)
+    centred = fm
     if medians is not None:
         med = np.asarray(medians(np.where(ok, win_low, np.nan), np.where(ok, win_high, np.nan)),
                          dtype=np.float64)
-        fm = median_groups(ok, med)
+        # guard 1: §8.2's groups keep their two passes (their first means center them already)
+        fm = median_groups(ok & ~two_pass_groups(n_t, ok, sum_rule_eps), med, rad)
     e_sums: tuple = (bud.eps_sum, bud.eps_sum * TWO_PASS_FIRST)
     if fm.any():
         c_m, r_m, e_med = _median_range(xg, gg, med, fm, bud.eps_sum, s, draws)
-        center, rr = np.where(fm, c_m, center), np.where(fm, r_m, rr)
+        if r_m[0] < rad:  # guard 2 (public): else step 4's pooled range is the narrower (at ε_f)
+            center, rr, centred = np.where(fm, c_m, center), np.where(fm, r_m, rr), fm
         e_sums += (e_med,)
     two = two_pass_groups(n_t, ok & ~fm, sum_rule_eps)  # no group loses its second pass to step 2b
     which = np.where(fm, 2, two.astype(np.int64))
@@ -1338,20 +1341,16 @@ def _small_means(x: np.ndarray, grp: np.ndarray, sizes: np.ndarray, n_hat: np.nd
     return {"ok": ok, "value": mean, "low": _finite(mean - half), "high": _finite(mean + half),
             "center": center, "radius": rr, "n_tilde": n_t, "budget": bud, "two_pass": two,
             "clip_low": _finite(center - rr), "clip_high": _finite(center + rr),
-            "window_low": win_low, "window_high": win_high, "median_centred": fm}
+            "window_low": win_low, "window_high": win_high, "median_centred": centred}
 
 
 #: §8.3 (the sums around the query's released medians): the share of ``ε_sum`` of the pooled range
 #: of the deviations ``x − med_g``; the sums get the rest (5/6). A pooled spread of the deviations
-#: first (ε_sum/6 more, the range in its units) lost on the sweep (geometric mean of the per-pair
-#: ratios 0.977 against 0.883 without; interval coverage 0.768 against 0.869): on atoms and at
-#: a few hundred pooled rows its draw was tiny or random (docs/utility/aggregate.md, twentieth stop).
+#: first (ε_sum/6 more, the range in its units) lost on the sweep (in a first version of the plan,
+#: without the two guards of ``_small_means``: geometric mean of the per-pair ratios to the pooled
+#: sums 0.977 against 0.883 without it; interval coverage 0.768 against 0.869): on atoms and at a
+#: few hundred pooled rows its draw was tiny or random (docs/utility/aggregate.md, twentieth stop).
 MEDIAN_CLIP = Fraction(1, 6)
-#: The range's multiples of the pooled spread ``s`` (step 2's, public): step 3's ladder extended
-#: up to 2^8, since the deviations from a median can be many spreads long on one side (a
-#: zero-inflated column's zeros: randhie's fmde, zeros 6 spreads below the median, was clipped
-#: to the upper mode with SIDE_KS_POOLED's 2^4).
-MEDIAN_KS = tuple(2.0 ** (i / 2) for i in range(-14, 17))
 
 
 def median_shares(eps_sum: Fraction) -> tuple[Fraction, Fraction]:
@@ -1360,11 +1359,20 @@ def median_shares(eps_sum: Fraction) -> tuple[Fraction, Fraction]:
     return e_cl, eps_sum - e_cl
 
 
-def median_groups(ok: np.ndarray, med: np.ndarray) -> np.ndarray:
+#: §8.3 runs only where the released medians spread over more than ``MEDIAN_SWITCH·R`` (``R`` step
+#: 4's pooled radius; public), i.e. with 0 wherever two medians differ: on the sweep's 231 pairs
+#: (10 runs; the first version of the plan) the geometric mean of the per-pair ratios to the pooled
+#: sums was 0.880 at 0, 0.895 at 1/16, 0.917 at 1/8, 0.939 at 1/4 (docs/utility/aggregate.md,
+#: twentieth stop).
+MEDIAN_SWITCH = 0.0
+
+
+def median_groups(ok: np.ndarray, med: np.ndarray, rad: float = 0.0) -> np.ndarray:
     """The groups of §8.3 (public: released values): ``ok`` with a released median, none unless
-    two of those medians differ (with one location the pooled range of step 4 is centred on it)."""
+    those medians spread over more than ``MEDIAN_SWITCH·rad`` (``rad`` step 4's pooled radius):
+    with one location, step 4's pooled range is centred on it."""
     fm = ok & np.isfinite(med)
-    if not fm.any() or float(np.max(med[fm])) == float(np.min(med[fm])):
+    if not fm.any() or float(np.max(med[fm])) - float(np.min(med[fm])) <= MEDIAN_SWITCH * rad:
         fm[:] = False
     return fm
 
@@ -1373,7 +1381,7 @@ def _median_range(xg: np.ndarray, gg: np.ndarray, med: np.ndarray, fm: np.ndarra
                   eps_sum: Fraction, s: float, draws: _Draws
                   ) -> tuple[np.ndarray, np.ndarray, Fraction]:
     """§8.3 step a for the groups ``fm`` (public) around their released medians ``med``: per side
-    a radius ``grid_up(K·s)`` of the deviations ``d = x − med_g``, ``K`` in MEDIAN_KS (``s`` step
+    a radius ``grid_up(K·s)`` of the deviations ``d = x − med_g``, ``K`` in SIDE_KS_POOLED (``s`` step
     2's released spread; step 3's side utilities and base measure, at ``ε_c`` and the sums'
     ``ε_f``). Returns each group's center ``med_g + (R_hi − R_lo)/2`` (others: NaN), the radius
     ``grid_up((R_hi + R_lo)/2)`` per group and ``ε_f``."""
@@ -1383,7 +1391,7 @@ def _median_range(xg: np.ndarray, gg: np.ndarray, med: np.ndarray, fm: np.ndarra
     rows = fm[gg]
     with np.errstate(over="ignore", invalid="ignore"):
         dev = xg[rows] - med[gg[rows]]  # a function of the row and a released value
-        ks = np.asarray(MEDIAN_KS, dtype=np.float64)
+        ks = np.asarray(SIDE_KS_POOLED, dtype=np.float64)
         cand = _grid_up(ks * s)
         cost = -float(e_cl) * SIDE_COST * int(np.count_nonzero(fm)) * ks / float(e_fin)
         pick = draws.em("small_med_clip", side_utilities(np.sort(dev), 0.0, cand), base_measure(cost),
