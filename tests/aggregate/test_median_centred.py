@@ -17,7 +17,7 @@ import pytest
 import privagg
 import privagg.mechanisms.aggregate as agg
 import privagg.mechanisms.grouped_mean as gm
-from privagg.mechanisms.grouped import Contribution, GroupedValues
+from privagg.mechanisms.grouped import GroupedValues
 
 DLT = Fraction(1, 10**6)
 EPS = Fraction(1, 3)

@@ -60,9 +60,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from collections.abc import Callable
 from typing import Any
 
 import mpmath
