@@ -159,7 +159,7 @@ def test_median_centred_sums_on_spark_rows_replay_the_local_release(spark) -> No
     ranges on both engines. Control: other medians change the release."""
     print(f"seed {SEED}")
     rng = np.random.default_rng(SEED)
-    sizes = [30_000, 300, 400, 250]
+    sizes = [30_000, 150, 120, 100]
     g = np.repeat(np.arange(4), sizes)
     x = np.concatenate([rng.lognormal(2.0, 1.0, sizes[0]), rng.normal(-50.0, 3.0, sizes[1]),
                         rng.exponential(7.0, sizes[2]), rng.normal(80.0, 5.0, sizes[3])])
